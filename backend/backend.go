@@ -1,0 +1,98 @@
+// Package backend is the contract between latchkit's portable layers and a
+// Redis driver, kept as small as database/sql/driver: a Backend runs Lua
+// scripts (by SHA, falling back to EVAL on NOSCRIPT) and opens a
+// subscription for release messages. Everything else (retrying, waiting,
+// sharing one subscription between waiters) is done above it.
+//
+// Adapters live in the sub-packages goredis and rueidis. A third driver is
+// added by implementing Backend and running contract_test.Run against it.
+package backend
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+)
+
+// Value is a normalized Redis reply. It is always one of:
+//
+//	nil      a nil reply (Lua false, a nil bulk string)
+//	int64    an integer reply (Lua numbers are truncated to integers by Redis)
+//	string   a bulk or status reply
+//	[]Value  an array reply, whose elements are Values again
+//
+// No other type is ever returned by a conforming Backend.
+type Value = any
+
+// Script is a Lua script with its SHA1 computed once. Scripts are created at
+// package initialization and shared by every backend.
+type Script struct {
+	src  string
+	hash string
+}
+
+// NewScript returns a Script for the Lua source src.
+func NewScript(src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{src: src, hash: hex.EncodeToString(sum[:])}
+}
+
+// Source is the Lua source.
+func (s *Script) Source() string { return s.src }
+
+// Hash is the hex SHA1 of the source, as EVALSHA wants it.
+func (s *Script) Hash() string { return s.hash }
+
+// Message is a message received on a subscribed channel.
+type Message struct {
+	Channel string
+	Payload string
+}
+
+// Handler receives the events of a Subscription. Its functions are called
+// from one goroutine per subscription, in order; they must not block.
+type Handler struct {
+	// Message is called for every message on a subscribed channel.
+	Message func(Message)
+	// Dropped is called once when the subscription's connection is lost or
+	// the subscription can no longer deliver messages. After it, no more
+	// messages arrive and the Subscription is dead: the caller opens a new
+	// one. It is not called after Close.
+	Dropped func(err error)
+}
+
+// Backend is what a Redis driver provides. Implementations must be safe for
+// concurrent use. They never retry and never sleep: the portable layers do.
+// Errors are wrapped so that errors.Is matches both the driver's own error
+// and, where it applies, ErrUnavailable or ErrClosed; context errors are
+// matched by errors.Is(err, context.Canceled / DeadlineExceeded).
+type Backend interface {
+	// Eval runs s with the given keys and arguments: EVALSHA, then EVAL when
+	// the server answers NOSCRIPT. A nil reply is (nil, nil). A script error
+	// or error reply is returned as an error wrapping a *ReplyError.
+	Eval(ctx context.Context, s *Script, keys []string, args []string) (Value, error)
+	// Subscribe opens a subscription on one connection, initially to no
+	// channel, delivering its events to h.
+	Subscribe(ctx context.Context, h Handler) (Subscription, error)
+}
+
+// Subscription is one pub/sub connection whose channel set grows and shrinks.
+// Its methods are safe for concurrent use.
+type Subscription interface {
+	// Add subscribes to channels. It returns once the server has confirmed
+	// the subscription, so that a message published after Add returns is
+	// delivered.
+	Add(ctx context.Context, channels ...string) error
+	// Remove unsubscribes from channels.
+	Remove(ctx context.Context, channels ...string) error
+	// Close ends the subscription and releases its connection.
+	Close() error
+}
+
+// Unwrapper is an optional interface of a Backend that hands back the native
+// client it wraps: As sets target (a pointer to the client's type) and
+// reports whether it could. Callers fall back to not using the native
+// client when a Backend does not implement it.
+type Unwrapper interface {
+	As(target any) bool
+}

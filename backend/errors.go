@@ -1,0 +1,91 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"strings"
+)
+
+var (
+	// ErrUnavailable marks a failure to reach the server: a refused or
+	// broken connection, an I/O timeout, a pool exhausted. The operation
+	// may or may not have been applied.
+	ErrUnavailable = errors.New("backend: redis unavailable")
+	// ErrClosed marks an operation on a client that was closed.
+	ErrClosed = errors.New("backend: client closed")
+	// ErrWrongType matches a *ReplyError saying a key holds a value of the
+	// wrong type or format (WRONGTYPE, or a counter that is not an integer).
+	ErrWrongType = errors.New("backend: key holds the wrong kind of value")
+)
+
+// ReplyError is an error reply from the server: a script error, an error
+// raised by a command inside a script, or a refused command.
+type ReplyError struct {
+	Msg string
+}
+
+func (e *ReplyError) Error() string { return "redis: " + e.Msg }
+
+// Is reports whether the reply says a key held the wrong kind of value.
+func (e *ReplyError) Is(target error) bool {
+	if target != ErrWrongType {
+		return false
+	}
+	// Match substrings, never prefixes: Redis and miniredis word errors
+	// raised inside Lua differently.
+	return strings.Contains(e.Msg, "WRONGTYPE") || strings.Contains(e.Msg, "not an integer")
+}
+
+// Error is how adapters wrap a driver error: it unwraps to both the driver's
+// error and the sentinel that classifies it (ErrUnavailable, ErrClosed,
+// a *ReplyError, or the context's error).
+type Error struct {
+	Kind  error // ErrUnavailable, ErrClosed, a *ReplyError, context.Canceled, ...
+	Cause error // the driver's error, as it returned it
+}
+
+func (e *Error) Error() string {
+	if e.Cause == nil || e.Kind == e.Cause {
+		return e.Kind.Error()
+	}
+	if _, ok := e.Kind.(*ReplyError); ok {
+		return e.Kind.Error()
+	}
+	return e.Kind.Error() + ": " + e.Cause.Error()
+}
+
+// Unwrap returns the classification and the driver's error.
+func (e *Error) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Cause}
+}
+
+// Wrap classifies a driver error for an adapter. ctx is the context of the
+// call: when it is done, the error is classified as the context's error so
+// that errors.Is(err, context.DeadlineExceeded) holds even when the driver
+// reported an I/O timeout. isClosed and reply let the adapter say what it
+// knows about its driver's errors; reply returns the server's message and
+// true when err is an error reply.
+func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(error) (string, bool)) error {
+	if err == nil {
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return err
+	case ctx.Err() != nil:
+		return &Error{Kind: ctx.Err(), Cause: err}
+	case isClosed != nil && isClosed(err):
+		return &Error{Kind: ErrClosed, Cause: err}
+	}
+	if msg, ok := reply(err); ok {
+		return &Error{Kind: &ReplyError{Msg: msg}, Cause: err}
+	}
+	return &Error{Kind: ErrUnavailable, Cause: err}
+}

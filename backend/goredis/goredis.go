@@ -1,0 +1,177 @@
+// Package goredis adapts github.com/redis/go-redis/v9 to backend.Backend.
+//
+// Any redis.UniversalClient works: *redis.Client, *redis.ClusterClient and
+// the Sentinel-backed failover client.
+//
+// go-redis ignores context deadlines unless the client is created with
+// ContextTimeoutEnabled: true; without it a call to a hung server returns only
+// after the client's ReadTimeout, whatever the context says. Always set it:
+//
+//	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//	b := goredis.New(client)
+//
+// go-redis also retries a command that timed out (Options.MaxRetries); the
+// latchkit scripts are written so that running an attempt twice is safe.
+package goredis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// Backend is a backend.Backend over a go-redis client.
+type Backend struct {
+	c       redis.UniversalClient
+	scripts sync.Map // *backend.Script -> *redis.Script
+	health  time.Duration
+}
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithHealthCheck sets how long a subscription may stay silent before it
+// sends a PING; a PING unanswered for as long again means the connection is
+// dead and the subscription reports itself dropped. Default 5s.
+func WithHealthCheck(d time.Duration) Option {
+	return func(b *Backend) {
+		if d > 0 {
+			b.health = d
+		}
+	}
+}
+
+// New returns a Backend over c. The caller keeps ownership of c: closing the
+// Backend does not close the client.
+func New(c redis.UniversalClient, opts ...Option) *Backend {
+	b := &Backend{c: c, health: 5 * time.Second}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// As sets target, which must be a *redis.UniversalClient, *redis.Cmdable or
+// a pointer to the concrete client type, to the wrapped client.
+func (b *Backend) As(target any) bool {
+	switch t := target.(type) {
+	case *redis.UniversalClient:
+		*t = b.c
+	case *redis.Cmdable:
+		*t = b.c
+	case **redis.Client:
+		c, ok := b.c.(*redis.Client)
+		if !ok {
+			return false
+		}
+		*t = c
+	case **redis.ClusterClient:
+		c, ok := b.c.(*redis.ClusterClient)
+		if !ok {
+			return false
+		}
+		*t = c
+	default:
+		return false
+	}
+	return true
+}
+
+func (b *Backend) script(s *backend.Script) *redis.Script {
+	if v, ok := b.scripts.Load(s); ok {
+		return v.(*redis.Script)
+	}
+	v, _ := b.scripts.LoadOrStore(s, redis.NewScript(s.Source()))
+	return v.(*redis.Script)
+}
+
+// Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (go-redis's
+// Script.Run does this).
+func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+	a := make([]any, len(args))
+	for i, v := range args {
+		a[i] = v
+	}
+	v, err := b.script(s).Run(ctx, b.c, keys, a...).Result()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		return nil, wrap(ctx, err)
+	}
+	return Normalize(v)
+}
+
+// Normalize turns a go-redis reply into a backend.Value. Replies of types
+// outside backend.Value (RESP3 doubles, booleans, maps) are converted: a
+// boolean to 1 or nil, a double to its string form, a map to a flat array.
+func Normalize(v any) (backend.Value, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case int64:
+		return x, nil
+	case string:
+		return x, nil
+	case []byte:
+		return string(x), nil
+	case bool:
+		if x {
+			return int64(1), nil
+		}
+		return nil, nil
+	case []any:
+		out := make([]backend.Value, len(x))
+		for i, e := range x {
+			n, err := Normalize(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	case map[any]any:
+		out := make([]backend.Value, 0, 2*len(x))
+		for k, e := range x {
+			nk, err := Normalize(k)
+			if err != nil {
+				return nil, err
+			}
+			ne, err := Normalize(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, nk, ne)
+		}
+		return out, nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	case redis.Error:
+		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: x.Error()}, Cause: x}
+	case error:
+		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: x.Error()}, Cause: x}
+	default:
+		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: "unexpected reply type"}, Cause: errUnexpected}
+	}
+}
+
+var errUnexpected = errors.New("goredis: unexpected reply type")
+
+func wrap(ctx context.Context, err error) error {
+	return backend.Wrap(ctx, err,
+		func(err error) bool { return errors.Is(err, redis.ErrClosed) },
+		func(err error) (string, bool) {
+			var re redis.Error
+			if errors.As(err, &re) {
+				return strings.TrimSpace(re.Error()), true
+			}
+			return "", false
+		})
+}

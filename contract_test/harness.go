@@ -1,0 +1,49 @@
+// Package contracttest is latchkit's conformance suite: every backend
+// (driver adapter × server) must pass it. Like gocloud.dev's drivertest, a
+// driver's run is a few lines: implement Harness and call Run.
+//
+//	func TestContract(t *testing.T) {
+//		contracttest.Run(t, myHarness{...})
+//	}
+//
+// Subtests run in a fixed order and prefix their keys with the test's name,
+// so one server can serve every subtest.
+package contracttest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// Harness connects the suite to the backend under test.
+type Harness interface {
+	// NewClient returns a new client of the server under test (its own
+	// connections), closed when t ends.
+	NewClient(t testing.TB) Client
+	// Unreachable returns a backend whose server cannot be reached (for
+	// example a closed port on 127.0.0.1).
+	Unreachable(t testing.TB) backend.Backend
+	// AdvanceClock moves the server's clock forward by d: TIME jumps and
+	// keys expire as if d had passed. It reports false when the server
+	// follows real time only; the suite then sleeps instead.
+	AdvanceClock(t testing.TB, d time.Duration) bool
+	// KillSubscribers closes, on the server side, every connection in
+	// pub/sub mode. It reports false when the server cannot do that.
+	KillSubscribers(t testing.TB) bool
+}
+
+// Client is one client of the server under test.
+type Client struct {
+	// Backend is the client as a latchkit backend.
+	Backend backend.Backend
+	// Close closes the underlying driver client; later calls on Backend
+	// must fail with backend.ErrClosed.
+	Close func() error
+	// Commands returns how many commands the client has sent so far,
+	// counted by a driver hook (each EVALSHA and EVAL once; pub/sub
+	// commands included where the driver's hook sees them). Nil when the
+	// driver cannot count.
+	Commands func() int64
+}

@@ -1,0 +1,141 @@
+package contracttest_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	contracttest "github.com/latchkit/latchkit/contract_test"
+)
+
+// server is where a harness's clients connect, and what it can do to it.
+type server interface {
+	addr() string
+	advance(d time.Duration) bool
+	killSubscribers(t testing.TB) bool
+}
+
+// mini is an embedded miniredis whose clock follows real time (so TTLs run
+// out as on a real server) and can be moved forward on demand: a ticker sets
+// its clock to now+offset every millisecond, with ClockTTL making key expiry
+// follow that clock, TIME included.
+type mini struct {
+	m      *miniredis.Miniredis
+	offset atomic.Int64
+}
+
+func newMini(t testing.TB) *mini {
+	s := &mini{m: miniredis.RunT(t)}
+	s.m.SetTime(time.Now())
+	s.m.ClockTTL(true)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				s.m.SetTime(time.Now().Add(time.Duration(s.offset.Load())))
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	return s
+}
+
+func (s *mini) addr() string { return s.m.Addr() }
+
+func (s *mini) advance(d time.Duration) bool {
+	s.m.SetTime(time.Now().Add(time.Duration(s.offset.Add(int64(d)))))
+	return true
+}
+
+// killSubscribers restarts miniredis on the same port, which drops every
+// connection (miniredis has no CLIENT KILL); the data stays.
+func (s *mini) killSubscribers(t testing.TB) bool {
+	s.m.Close()
+	if err := s.m.Restart(); err != nil {
+		t.Fatalf("restart miniredis: %v", err)
+	}
+	return true
+}
+
+// unreachableAddr is a loopback address nobody listens on.
+func unreachableAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// goredisHarness runs the suite through the go-redis adapter.
+type goredisHarness struct{ s server }
+
+func (h goredisHarness) client(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		DialerRetries:         1, // fail fast on a refused dial; the default is 5 tries
+		PoolSize:              64,
+	})
+}
+
+func (h goredisHarness) NewClient(t testing.TB) contracttest.Client {
+	c := h.client(h.s.addr())
+	var n atomic.Int64
+	c.AddHook(countHook{&n})
+	t.Cleanup(func() { c.Close() })
+	return contracttest.Client{
+		Backend:  goredis.New(c, goredis.WithHealthCheck(time.Second)),
+		Close:    c.Close,
+		Commands: n.Load,
+	}
+}
+
+func (h goredisHarness) Unreachable(t testing.TB) backend.Backend {
+	c := h.client(unreachableAddr(t))
+	t.Cleanup(func() { c.Close() })
+	return goredis.New(c)
+}
+
+func (h goredisHarness) AdvanceClock(t testing.TB, d time.Duration) bool { return h.s.advance(d) }
+func (h goredisHarness) KillSubscribers(t testing.TB) bool               { return h.s.killSubscribers(t) }
+
+// countHook counts the commands a go-redis client sends, pipelined ones
+// included.
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestGoRedisMiniredis(t *testing.T) {
+	contracttest.Run(t, goredisHarness{newMini(t)})
+}

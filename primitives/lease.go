@@ -1,0 +1,270 @@
+package primitives
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/latchkit/latchkit"
+)
+
+// holder is what a primitive tells its leases: how to extend, release and
+// read the TTL of a grant. Each is one owner-checked script. held is false
+// when the token no longer holds the primitive.
+type holder interface {
+	extend(ctx context.Context, token string, ttl time.Duration) (held bool, err error)
+	release(ctx context.Context, token string) (held bool, err error)
+	ttl(ctx context.Context, token string) (d time.Duration, held bool, err error)
+}
+
+// newToken returns 128 random bits, hex encoded.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// drift is the clock drift allowance of a lease: the client considers the
+// lease gone this much before its TTL runs out by its own clock.
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// lease is the Lease of every primitive. Its expiry by the client's own
+// reckoning (deadline) is measured from the start of the call that granted
+// or extended it, minus the drift allowance, so it never lies beyond the
+// server's expiry.
+type lease struct {
+	h     holder
+	kind  latchkit.Kind
+	name  string
+	token string
+	fence int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	ttl      time.Duration // what renewals extend by
+	deadline time.Time
+	done     bool        // released, or known lost
+	released bool        // Release succeeded or found it lost
+	timer    *time.Timer // without auto-extend: cancels ctx at deadline
+	dog      *dog        // the running watchdog, if any
+}
+
+// dog is one run of a lease's watchdog.
+type dog struct {
+	ctx     context.Context // ends in-flight renewals when stopped
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// newLease starts a lease granted by an attempt that began at start.
+// parent's values (not its cancellation) are inherited by Context.
+func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, ttl time.Duration, start time.Time, autoExtend bool) *lease {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence,
+		ctx: ctx, cancel: cancel, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
+	if autoExtend {
+		l.startWatchdogLocked()
+	} else {
+		l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	}
+	return l
+}
+
+func (l *lease) Name() string             { return l.name }
+func (l *lease) Token() string            { return l.token }
+func (l *lease) Fence() int64             { return l.fence }
+func (l *lease) Context() context.Context { return l.ctx }
+
+func (l *lease) opErr(op string, err error) error {
+	return &latchkit.OpError{Op: op, Kind: l.kind, Name: l.name, Err: err}
+}
+
+func (l *lease) TTL(ctx context.Context) (time.Duration, error) {
+	d, held, err := l.h.ttl(ctx, l.token)
+	if err != nil {
+		return 0, l.opErr("ttl", err)
+	}
+	if !held {
+		l.lose(latchkit.ErrLeaseLost)
+		return 0, l.opErr("ttl", latchkit.ErrLeaseLost)
+	}
+	return d, nil
+}
+
+func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return l.opErr("extend", fmt.Errorf("%w: ttl %v is below 1ms", latchkit.ErrInvalid, ttl))
+	}
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	if done {
+		return l.opErr("extend", fmt.Errorf("lease already released or lost: %w", latchkit.ErrLeaseLost))
+	}
+	start := time.Now()
+	held, err := l.h.extend(ctx, l.token, ttl)
+	if err != nil {
+		return l.opErr("extend", err)
+	}
+	if !held {
+		l.lose(latchkit.ErrLeaseLost)
+		return l.opErr("extend", latchkit.ErrLeaseLost)
+	}
+	l.mu.Lock()
+	l.ttl = ttl
+	if d := start.Add(ttl - drift(ttl)); !l.done {
+		l.deadline = d
+		if l.timer != nil {
+			l.timer.Reset(time.Until(d))
+		}
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return l.opErr("release", fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost))
+	}
+	restart := l.stopWatchdog()
+	held, err := l.h.release(ctx, l.token)
+	if err != nil {
+		// The outcome is unknown; a retried Release finds out (a release
+		// that did happen leaves a marker that makes the retry succeed).
+		if restart {
+			l.mu.Lock()
+			if !l.done {
+				l.startWatchdogLocked()
+			}
+			l.mu.Unlock()
+		}
+		return l.opErr("release", err)
+	}
+	l.mu.Lock()
+	l.done = true
+	l.released = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	if !held {
+		l.cancel(latchkit.ErrLeaseLost)
+		return l.opErr("release", latchkit.ErrLeaseLost)
+	}
+	l.cancel(errReleased)
+	return nil
+}
+
+// errReleased is the cause of a lease context ended by Release.
+var errReleased = errors.New("latchkit: lease released")
+
+// lose marks the lease lost and ends its context.
+func (l *lease) lose(cause error) {
+	l.mu.Lock()
+	l.done = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	l.cancel(cause)
+}
+
+// expire ends the context of a lease without auto-extend at its deadline.
+func (l *lease) expire() {
+	l.mu.Lock()
+	late := !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if late {
+		l.lose(fmt.Errorf("ttl ran out: %w", latchkit.ErrLeaseLost))
+	}
+}
+
+// startWatchdogLocked starts renewals.
+func (l *lease) startWatchdogLocked() {
+	ctx, cancel := context.WithCancel(l.ctx)
+	d := &dog{ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
+	l.dog = d
+	go l.watchdog(d)
+}
+
+// stopWatchdog stops renewals, waits until none is in flight, and reports
+// whether a watchdog was running.
+func (l *lease) stopWatchdog() bool {
+	l.mu.Lock()
+	d := l.dog
+	l.dog = nil
+	l.mu.Unlock()
+	if d == nil {
+		return false
+	}
+	d.cancel()
+	<-d.stopped
+	return true
+}
+
+// watchdog renews the lease every ttl/3. A renewal that finds the lease gone
+// ends it at once; renewals that keep failing end it at its deadline, before
+// the server could hand it to someone else.
+func (l *lease) watchdog(d *dog) {
+	defer close(d.stopped)
+	defer d.cancel()
+	l.mu.Lock()
+	next := time.Now().Add(l.ttl / 3)
+	l.mu.Unlock()
+	var lastErr error
+	for {
+		l.mu.Lock()
+		deadline, ttl := l.deadline, l.ttl
+		l.mu.Unlock()
+		wake := next
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		t := time.NewTimer(time.Until(wake))
+		select {
+		case <-d.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !time.Now().Before(deadline) {
+			l.lose(fmt.Errorf("could not renew before the ttl ran out (last error: %v): %w", lastErr, latchkit.ErrLeaseLost))
+			return
+		}
+		ctx, cancel := context.WithDeadline(d.ctx, deadline)
+		start := time.Now()
+		held, err := l.h.extend(ctx, l.token, ttl)
+		cancel()
+		if d.ctx.Err() != nil {
+			return // stopped by Release: its outcome decides
+		}
+		switch {
+		case err != nil:
+			lastErr = err
+			// Try again soon, but not in a tight loop.
+			next = time.Now().Add(max(ttl/10, 5*time.Millisecond))
+		case !held:
+			l.lose(fmt.Errorf("renewal found the lease gone: %w", latchkit.ErrLeaseLost))
+			return
+		default:
+			lastErr = nil
+			l.mu.Lock()
+			if dl := start.Add(ttl - drift(ttl)); dl.After(l.deadline) {
+				l.deadline = dl
+			}
+			l.mu.Unlock()
+			next = start.Add(ttl / 3)
+		}
+	}
+}

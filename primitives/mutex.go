@@ -1,0 +1,230 @@
+// Package primitives holds latchkit's distributed locks and semaphores.
+// Every acquire, extend and release is one Lua script (one round trip),
+// timed by the server's clock, and checked against the holder's token.
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+)
+
+// Mutex is a lock held by one holder at a time.
+type Mutex interface {
+	// Lock waits until the lock is granted or ctx is done. The error
+	// matches ctx.Err() with errors.Is when ctx ended the wait.
+	Lock(ctx context.Context) (latchkit.Lease, error)
+	// TryLock makes one attempt; it returns an error matching
+	// latchkit.ErrNotAcquired when the lock is held.
+	TryLock(ctx context.Context) (latchkit.Lease, error)
+}
+
+// The mutex scripts. KEYS: 1 the lock (holder's token, PX ttl), 2 the fence
+// counter, 3 the release marker (the last released token, kept briefly so a
+// retried release can tell it already happened).
+//
+// Reads and type checks come first, writes last: a key of the wrong type
+// raises an error before anything is changed.
+var (
+	// ARGV: 1 token, 2 ttl ms. Reply {1, fence} granted, {0, pttl} held.
+	// Finding its own token means an earlier try of this very attempt got
+	// through (its reply was lost): granted, with the TTL refreshed.
+	mutexAcquire = backend.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+if v then return {0, redis.call('PTTL', KEYS[1])} end
+local f = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, f}`)
+
+	// ARGV: 1 token, 2 channel, 3 marker ttl ms. Reply 1 released (now or
+	// by an earlier try), 0 not held.
+	mutexRelease = backend.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '1')
+  return 1
+end
+if redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
+return 0`)
+
+	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held.
+	mutexExtend = backend.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0`)
+
+	// ARGV: 1 token. Reply the PTTL, or -3 when not held.
+	mutexTTL = backend.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
+return -3`)
+)
+
+// markerTTL is how long a release marker lives: longer than any retry of the
+// release that wrote it.
+const markerTTL = 60 * time.Second
+
+type mutex struct {
+	b       backend.Backend
+	name    string
+	cfg     config
+	keys    []string // lock, fence, marker
+	channel string
+	ttlArg  string
+}
+
+// NewMutex returns a Mutex named name on b: Redis's SET NX PX lock with an
+// owner-checked release, a fencing token per grant, auto-extend and
+// wake-on-release waiting. Its keys are prefix{name}, prefix{name}:fence
+// (kept forever, so that fences never repeat) and prefix{name}:released.
+func NewMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
+	m, err := newMutex(latchkit.KindMutex, b, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option) (*mutex, error) {
+	cfg, err := newConfig(kind, b, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	base := keyBase(cfg.prefix, name)
+	return &mutex{
+		b: b, name: name, cfg: cfg,
+		keys:    []string{base, base + ":fence", base + ":released"},
+		channel: base + ":rel",
+		ttlArg:  ms(cfg.ttl),
+	}, nil
+}
+
+func (m *mutex) Lock(ctx context.Context) (latchkit.Lease, error) {
+	return m.acquire(ctx, latchkit.KindMutex, false)
+}
+
+func (m *mutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
+	return m.acquire(ctx, latchkit.KindMutex, true)
+}
+
+func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
+	req := &latchkit.Request{
+		Name: m.name, Kind: kind, TTL: m.cfg.ttl, Backend: m.b,
+		Channels: []string{m.channel}, Try: try, Owner: ownerFrom(ctx),
+	}
+	token := newToken()
+	attempt := func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		return m.attempt(ctx, req, token)
+	}
+	l, err := m.cfg.chain(attempt)(ctx, req)
+	if err != nil {
+		return nil, opErr("lock", kind, m.name, err)
+	}
+	return l, nil
+}
+
+// attempt runs the acquire script once.
+func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
+	req.Attempts++
+	start := time.Now()
+	v, err := m.b.Eval(ctx, mutexAcquire, m.keys, []string{token, m.ttlArg})
+	if err != nil {
+		return nil, scriptErr(err)
+	}
+	ok, n, err := pair(v)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		req.WaitHint = max(time.Duration(n)*time.Millisecond, 0)
+		return nil, latchkit.ErrNotAcquired
+	}
+	req.WaitHint = 0
+	return newLease(ctx, m, req.Kind, m.name, token, n, m.cfg.ttl, start, m.cfg.autoExtend), nil
+}
+
+func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	v, err := m.b.Eval(ctx, mutexExtend, m.keys[:1], []string{token, ms(ttl)})
+	if err != nil {
+		return false, scriptErr(err)
+	}
+	return v == int64(1), nil
+}
+
+func (m *mutex) release(ctx context.Context, token string) (bool, error) {
+	v, err := m.b.Eval(ctx, mutexRelease, m.keys, []string{token, m.channel, markerMS})
+	if err != nil {
+		return false, scriptErr(err)
+	}
+	return v == int64(1), nil
+}
+
+func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
+	v, err := m.b.Eval(ctx, mutexTTL, m.keys[:1], []string{token})
+	if err != nil {
+		return 0, false, scriptErr(err)
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return 0, false, badReply(v)
+	}
+	if n == -3 {
+		return 0, false, nil
+	}
+	return max(time.Duration(n)*time.Millisecond, 0), true, nil
+}
+
+var markerMS = ms(markerTTL)
+
+// ms formats d as whole milliseconds, at least 1.
+func ms(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
+// pair decodes a {flag, n} script reply.
+func pair(v backend.Value) (bool, int64, error) {
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) != 2 {
+		return false, 0, badReply(v)
+	}
+	flag, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	if !ok1 || !ok2 {
+		return false, 0, badReply(v)
+	}
+	return flag == 1, n, nil
+}
+
+// errBadReply marks a script reply of an unexpected shape: a backend that
+// does not normalize replies as backend.Value documents.
+var errBadReply = errors.New("unexpected script reply")
+
+func badReply(v backend.Value) error { return fmt.Errorf("%w: %#v", errBadReply, v) }
+
+// scriptErr makes a key of the wrong type the caller's fault: ErrInvalid.
+func scriptErr(err error) error {
+	if errors.Is(err, backend.ErrWrongType) {
+		return fmt.Errorf("%w: a key of the primitive holds another kind of value: %w", latchkit.ErrInvalid, err)
+	}
+	return err
+}
+
+// opErr wraps err with the operation and primitive, unless it already is.
+func opErr(op string, kind latchkit.Kind, name string, err error) error {
+	var oe *latchkit.OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &latchkit.OpError{Op: op, Kind: kind, Name: name, Err: err}
+}

@@ -1,0 +1,131 @@
+package primitives
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/retry"
+)
+
+// DefaultTTL is the lease time when WithTTL is not given.
+const DefaultTTL = 10 * time.Second
+
+// DefaultPrefix is the key namespace when WithPrefix is not given.
+const DefaultPrefix = "latch:"
+
+// Option configures a primitive.
+type Option func(*config)
+
+type config struct {
+	ttl        time.Duration
+	autoExtend bool
+	mws        []latchkit.Middleware
+	retry      retry.Policy
+	prefix     string
+}
+
+// WithTTL sets the lease time (default 10s). It must be at least 1ms.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithAutoExtend turns watchdog renewal on or off (default on). A renewing
+// lease is extended every TTL/3; when a renewal finds the lease gone, or
+// Redis cannot be reached before the TTL runs out, the lease's Context is
+// cancelled.
+func WithAutoExtend(on bool) Option { return func(c *config) { c.autoExtend = on } }
+
+// WithMiddleware adds middleware around every acquisition, the first
+// outermost. They wrap the built-in chain (wake-on-release and retry).
+func WithMiddleware(m ...latchkit.Middleware) Option {
+	return func(c *config) { c.mws = append(c.mws, m...) }
+}
+
+// WithRetry sets how Lock and Acquire pace their attempts
+// (default retry.Exponential()).
+func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
+
+// WithPrefix sets the key namespace (default "latch:"). It must not contain
+// '{' or '}', which would break the hash tag that keeps a primitive's keys in
+// one Cluster slot.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+type ownerKey struct{}
+
+// WithOwner returns a context carrying owner, the identity under which a
+// ReentrantMutex is re-entered: a Lock under the same owner while it holds
+// the lock succeeds at once. Use one owner per logical thread of work (a
+// request, a job), never a constant shared by unrelated work.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// ownerFrom returns the owner set by WithOwner, if any.
+func ownerFrom(ctx context.Context) string {
+	s, _ := ctx.Value(ownerKey{}).(string)
+	return s
+}
+
+// newConfig applies opts and checks the arguments every primitive shares.
+func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option) (config, error) {
+	c := config{ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	fail := func(format string, a ...any) (config, error) {
+		return c, &latchkit.OpError{Op: "new", Kind: kind, Name: name,
+			Err: fmt.Errorf("%w: "+format, append([]any{latchkit.ErrInvalid}, a...)...)}
+	}
+	switch {
+	case b == nil:
+		return fail("nil backend")
+	case name == "":
+		return fail("empty name")
+	case c.ttl < time.Millisecond:
+		return fail("ttl %v is below 1ms", c.ttl)
+	case strings.ContainsAny(c.prefix, "{}"):
+		return fail("prefix %q contains '{' or '}'", c.prefix)
+	}
+	if c.retry == nil {
+		c.retry = retry.Exponential()
+	}
+	return c, nil
+}
+
+// chain is the acquisition path of a primitive: the user's middleware
+// outermost, then wake-on-release and retry, then one attempt.
+func (c *config) chain(attempt latchkit.Acquire) latchkit.Acquire {
+	mws := make([]latchkit.Middleware, 0, len(c.mws)+2)
+	mws = append(mws, c.mws...)
+	mws = append(mws, pubsub.WakeOnRelease(), retry.Middleware(c.retry))
+	return latchkit.Chain(attempt, mws...)
+}
+
+// keyBase is the hash-tagged root of a primitive's keys: prefix{name}. The
+// name is escaped so that a '{' or '}' inside it cannot move the tag: every
+// key of a primitive then hashes to one Cluster slot, whatever its name.
+func keyBase(prefix, name string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(name) + 2)
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	for i := 0; i < len(name); i++ {
+		switch ch := name[i]; ch {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}

@@ -1,0 +1,468 @@
+// Package pubsub delivers release notifications to waiting acquisitions.
+//
+// A Hub keeps ONE subscription (one connection) per backend, shared by every
+// waiter in the process: a channel is subscribed when its first waiter comes
+// and unsubscribed when its last waiter leaves, and the connection is closed
+// when no channel is left. A release message carries how many holders it
+// freed ("1" for a mutex); the Hub wakes that many local waiters, oldest
+// first, instead of every waiter: the others would only lose the race.
+//
+// Notifications are an optimization; the timer is the floor. When the
+// subscription's connection drops, every waiter is woken to retry and falls
+// back to its timer while the Hub re-subscribes in the background; a lost
+// message costs latency, never correctness.
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// WakeAll is the payload of a release message that frees every waiter (a
+// writer's release of an RWLock, a forced release).
+const WakeAll = "*"
+
+// Hub shares one subscription of a backend between all the waiters of a
+// process. The zero value is not usable; see NewHub.
+type Hub struct {
+	b      backend.Backend
+	onIdle func(*Hub) // called without mu once the Hub has nothing left
+
+	mu       sync.Mutex
+	sub      backend.Subscription // nil while disconnected
+	healthy  bool                 // sub is up
+	dialing  bool                 // connect() is running
+	working  bool                 // work() is running
+	ops      []op                 // subscription changes, in decision order
+	channels map[string]*channel
+	gen      uint64 // incremented by every new or abandoned subscription
+	closed   bool
+}
+
+type channel struct {
+	waiters []*Waiter     // in order of arrival
+	ready   chan struct{} // closed once subscribed (or known to have failed)
+	gen     uint64        // subscription the channel is (being) added on
+	err     error         // why adding it failed, if it did
+}
+
+// op is a SUBSCRIBE (add) or UNSUBSCRIBE decided under mu; work() sends them
+// in the order they were decided, so that a quick leave-and-rejoin can never
+// end unsubscribed.
+type op struct {
+	add   bool
+	names []string
+	gen   uint64
+}
+
+// NewHub returns a Hub for b. Most users never call it: WakeOnRelease finds
+// the process's shared Hub for a backend by itself (see For). A Hub made
+// here is private to the caller, who must Close it.
+func NewHub(b backend.Backend) *Hub {
+	return &Hub{b: b, channels: map[string]*channel{}}
+}
+
+// registry holds the Hub of each backend that has waiters right now. An
+// entry exists only while its Hub has channels, so nothing outlives a wait.
+var registry = struct {
+	sync.Mutex
+	hubs map[backend.Backend]*Hub
+}{hubs: map[backend.Backend]*Hub{}}
+
+// For returns the process's shared Hub for b, creating it on first use. The
+// Hub drops out of the registry (and closes its connection) when its last
+// waiter leaves.
+func For(b backend.Backend) *Hub {
+	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
+		// A backend that cannot be a map key gets a Hub of its own:
+		// correct, merely without sharing.
+		return NewHub(b)
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if h, ok := registry.hubs[b]; ok {
+		return h
+	}
+	h := NewHub(b)
+	h.onIdle = func(h *Hub) {
+		registry.Lock()
+		defer registry.Unlock()
+		h.mu.Lock()
+		idle := len(h.channels) == 0
+		h.mu.Unlock()
+		if idle && registry.hubs[b] == h {
+			delete(registry.hubs, b)
+		}
+	}
+	registry.hubs[b] = h
+	return h
+}
+
+// Waiter is one waiting acquisition's registration with a Hub: the channels
+// it listens to and the signal that wakes it.
+type Waiter struct {
+	h        *Hub
+	channels []string
+	c        chan struct{} // capacity 1: a wake-up is never lost, never doubled
+	left     bool
+}
+
+// Join registers a waiter for channels and subscribes them: once Join
+// returns true, a release published on any of them wakes a waiter of this
+// Hub. It returns false when notifications are not live (the server could
+// not be reached, or ctx ended first): the waiter is still registered and
+// is woken when the Hub reconnects, but the caller must poll meanwhile.
+// Leave must be called when the wait is over.
+func (h *Hub) Join(ctx context.Context, channels ...string) (*Waiter, bool) {
+	w := &Waiter{h: h, channels: channels, c: make(chan struct{}, 1)}
+	h.mu.Lock()
+	var ready []chan struct{}
+	var chans []*channel
+	var fresh []string
+	for _, name := range channels {
+		ch := h.channels[name]
+		if ch == nil {
+			ch = &channel{ready: make(chan struct{})}
+			h.channels[name] = ch
+		}
+		ch.waiters = append(ch.waiters, w)
+		ready = append(ready, ch.ready)
+		chans = append(chans, ch)
+		if h.sub != nil && ch.gen != h.gen {
+			ch.gen = h.gen
+			fresh = append(fresh, name)
+		}
+	}
+	if h.closed {
+		h.mu.Unlock()
+		return w, false
+	}
+	switch {
+	case h.sub == nil && !h.dialing:
+		h.dialing = true
+		go h.connect()
+	case len(fresh) > 0:
+		h.enqueueLocked(op{add: true, names: fresh, gen: h.gen})
+	}
+	h.mu.Unlock()
+
+	for _, r := range ready {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			return w, false
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range chans {
+		if ch.err != nil {
+			return w, false
+		}
+	}
+	return w, h.healthy
+}
+
+// C receives when a release may have freed what the waiter waits for.
+func (w *Waiter) C() <-chan struct{} { return w.c }
+
+// Live reports whether the Hub's subscription is up, so that a release is
+// sure to be signalled.
+func (w *Waiter) Live() bool {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	return w.h.healthy
+}
+
+// Leave unregisters the waiter. A wake-up it received but did not use is
+// handed to the next waiter, so that leaving never swallows a release.
+// Channels left without waiters are unsubscribed, and the connection is
+// closed when none is left. Leave is idempotent.
+func (w *Waiter) Leave() {
+	h := w.h
+	h.mu.Lock()
+	if w.left {
+		h.mu.Unlock()
+		return
+	}
+	w.left = true
+	unused := false
+	select {
+	case <-w.c:
+		unused = true
+	default:
+	}
+	var gone []string
+	for _, name := range w.channels {
+		ch := h.channels[name]
+		if ch == nil {
+			continue
+		}
+		for i, x := range ch.waiters {
+			if x == w {
+				ch.waiters = append(ch.waiters[:i], ch.waiters[i+1:]...)
+				break
+			}
+		}
+		if unused {
+			h.wakeLocked(ch, 1)
+		}
+		if len(ch.waiters) == 0 {
+			delete(h.channels, name)
+			gone = append(gone, name)
+		}
+	}
+	var sub backend.Subscription
+	if len(h.channels) == 0 {
+		sub = h.detachLocked()
+	} else if h.sub != nil && len(gone) > 0 {
+		h.enqueueLocked(op{names: gone, gen: h.gen})
+	}
+	idle := len(h.channels) == 0 && !h.dialing && !h.working
+	h.mu.Unlock()
+	if sub != nil {
+		_ = sub.Close()
+	}
+	if idle && h.onIdle != nil {
+		h.onIdle(h)
+	}
+}
+
+// Close closes the Hub's subscription and wakes its waiters, which fall back
+// to their timers. Only Hubs made by NewHub need closing.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	for _, ch := range h.channels {
+		h.wakeLocked(ch, len(ch.waiters))
+	}
+	sub := h.detachLocked()
+	h.mu.Unlock()
+	if sub != nil {
+		return sub.Close()
+	}
+	return nil
+}
+
+// detachLocked takes the subscription out of the Hub for the caller to close
+// once mu is released (closing waits for the receive loop, which may be
+// waiting for mu).
+func (h *Hub) detachLocked() backend.Subscription {
+	sub := h.sub
+	h.sub = nil
+	h.healthy = false
+	h.gen++
+	return sub
+}
+
+func (h *Hub) enqueueLocked(o op) {
+	h.ops = append(h.ops, o)
+	if !h.working {
+		h.working = true
+		go h.work()
+	}
+}
+
+// work sends queued subscription changes in order, merging runs of the same
+// kind into one command.
+func (h *Hub) work() {
+	for {
+		h.mu.Lock()
+		if len(h.ops) == 0 || h.sub == nil {
+			h.ops = nil
+			h.working = false
+			idle := len(h.channels) == 0 && !h.dialing
+			h.mu.Unlock()
+			if idle && h.onIdle != nil {
+				h.onIdle(h)
+			}
+			return
+		}
+		o := h.ops[0]
+		h.ops = h.ops[1:]
+		for len(h.ops) > 0 && h.ops[0].add == o.add && h.ops[0].gen == o.gen {
+			o.names = append(o.names, h.ops[0].names...)
+			h.ops = h.ops[1:]
+		}
+		sub, gen := h.sub, h.gen
+		h.mu.Unlock()
+		if o.gen != gen {
+			continue // meant for a subscription that is gone
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		if o.add {
+			err = sub.Add(ctx, o.names...)
+		} else {
+			err = sub.Remove(ctx, o.names...)
+		}
+		cancel()
+		if !o.add {
+			continue // a failure shows up as a dropped subscription
+		}
+		h.mu.Lock()
+		for _, name := range o.names {
+			if ch := h.channels[name]; ch != nil && ch.gen == gen {
+				ch.err = err
+				closeOnce(ch.ready)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// connect opens a subscription with every current channel, retrying with
+// backoff while there are waiters. It runs in its own goroutine.
+func (h *Hub) connect() {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(10*time.Millisecond),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(0))
+	for {
+		h.mu.Lock()
+		if h.closed || len(h.channels) == 0 {
+			h.dialing = false
+			idle := len(h.channels) == 0 && !h.working
+			h.mu.Unlock()
+			if idle && h.onIdle != nil {
+				h.onIdle(h)
+			}
+			return
+		}
+		h.gen++
+		gen := h.gen
+		names := make([]string, 0, len(h.channels))
+		for name, ch := range h.channels {
+			names = append(names, name)
+			ch.gen = gen
+		}
+		h.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sub, err := h.b.Subscribe(ctx, backend.Handler{
+			Message: h.deliver,
+			Dropped: func(err error) { h.dropped(gen, err) },
+		})
+		if err == nil {
+			if err = sub.Add(ctx, names...); err != nil {
+				_ = sub.Close()
+			}
+		}
+		cancel()
+
+		h.mu.Lock()
+		if err == nil && (h.closed || len(h.channels) == 0 || h.gen != gen) {
+			// Everyone left while we dialed.
+			h.mu.Unlock()
+			_ = sub.Close()
+			continue
+		}
+		if err == nil {
+			h.sub = sub
+			h.healthy = true
+			h.dialing = false
+			var late []string
+			for name, ch := range h.channels {
+				if ch.gen != gen { // arrived while we dialed
+					ch.gen = gen
+					late = append(late, name)
+					continue
+				}
+				ch.err = nil
+				closeOnce(ch.ready)
+				// A release may have happened while we were not listening.
+				h.wakeLocked(ch, len(ch.waiters))
+			}
+			if len(late) > 0 {
+				h.enqueueLocked(op{add: true, names: late, gen: gen})
+			}
+			h.mu.Unlock()
+			return
+		}
+		// Tell the waiters that they must poll until we are back.
+		for _, ch := range h.channels {
+			ch.err = err
+			closeOnce(ch.ready)
+		}
+		h.mu.Unlock()
+		if errors.Is(err, backend.ErrClosed) {
+			h.mu.Lock()
+			h.dialing = false
+			h.mu.Unlock()
+			return
+		}
+		t := time.NewTimer(b.NextBackOff())
+		<-t.C
+	}
+}
+
+// dropped handles the loss of subscription gen: wake everyone (they retry
+// and fall back to polling) and reconnect while there are waiters.
+func (h *Hub) dropped(gen uint64, err error) {
+	h.mu.Lock()
+	if gen != h.gen || h.sub == nil {
+		h.mu.Unlock()
+		return
+	}
+	sub := h.detachLocked()
+	for _, ch := range h.channels {
+		ch.err = err
+		closeOnce(ch.ready) // joiners in flight poll
+		ch.ready = make(chan struct{})
+		h.wakeLocked(ch, len(ch.waiters))
+	}
+	if !h.closed && len(h.channels) > 0 && !h.dialing {
+		h.dialing = true
+		go h.connect()
+	}
+	h.mu.Unlock()
+	// Close from another goroutine: we run on the receive loop that Close
+	// waits for.
+	go func() { _ = sub.Close() }()
+}
+
+// deliver wakes the waiters a release message frees.
+func (h *Hub) deliver(m backend.Message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.channels[m.Channel]
+	if ch == nil {
+		return
+	}
+	n, err := strconv.Atoi(m.Payload)
+	if err != nil || n <= 0 {
+		n = len(ch.waiters)
+	}
+	h.wakeLocked(ch, n)
+}
+
+// wakeLocked signals up to n waiters of ch, oldest first, skipping those
+// that already have a wake-up pending.
+func (h *Hub) wakeLocked(ch *channel, n int) {
+	for _, w := range ch.waiters {
+		if n <= 0 {
+			return
+		}
+		select {
+		case w.c <- struct{}{}:
+			n--
+		default:
+		}
+	}
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}

@@ -1,0 +1,118 @@
+package pubsub
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/latchkit/latchkit"
+)
+
+// WakeOnRelease is the middleware that lets waiting acquisitions sleep until
+// a release instead of polling. It installs a latchkit.Waiter on the
+// request; retry.Middleware, which must come after it in the chain, calls it
+// between attempts:
+//
+//   - the first wait subscribes to the request's release channels through
+//     the backend's shared Hub and returns at once, so that the next attempt
+//     runs with the subscription in place and no release can slip between
+//     a failed attempt and the sleep that follows it;
+//   - later waits end on a release message (one message wakes as many local
+//     waiters as it freed holders, oldest first), when the holder's remaining
+//     TTL runs out (the request's WaitHint), or when ctx is done;
+//   - while the subscription is down, waits fall back to the retry policy's
+//     delay, capped by the WaitHint.
+//
+// Requests marked Try, and requests without channels, pass straight through.
+func WakeOnRelease(opts ...Option) latchkit.Middleware {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	return func(next latchkit.Acquire) latchkit.Acquire {
+		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			if req.Try || len(req.Channels) == 0 || req.Backend == nil {
+				return next(ctx, req)
+			}
+			h := c.hub
+			if h == nil {
+				h = For(req.Backend)
+			}
+			w := &waiter{h: h}
+			prev := req.Waiter
+			req.Waiter = w
+			defer func() {
+				req.Waiter = prev
+				if w.w != nil {
+					w.w.Leave()
+				}
+			}()
+			return next(ctx, req)
+		}
+	}
+}
+
+// Option configures WakeOnRelease.
+type Option func(*config)
+
+type config struct {
+	hub *Hub
+}
+
+// WithHub makes WakeOnRelease use h instead of the process's shared Hub of
+// the request's backend.
+func WithHub(h *Hub) Option { return func(c *config) { c.hub = h } }
+
+type waiter struct {
+	h    *Hub
+	w    *Waiter
+	live bool
+}
+
+func (w *waiter) Wait(ctx context.Context, req *latchkit.Request, fallback time.Duration) error {
+	if w.w == nil {
+		// Subscribe, then let the caller attempt again at once: a release
+		// between its failed attempt and now would otherwise go unseen.
+		// Do not wait longer for the subscription than the caller would
+		// have slept anyway.
+		jctx, cancel := context.WithTimeout(ctx, max(bound(fallback, req.WaitHint), 50*time.Millisecond))
+		w.w, w.live = w.h.Join(jctx, req.Channels...)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if w.live {
+			return nil
+		}
+	} else {
+		w.live = w.w.Live()
+	}
+	d := bound(fallback, req.WaitHint)
+	if w.live {
+		// Sure to hear of a release: sleep until the holder's TTL runs out
+		// (plus a little, so as not to beat the server's own expiry), and
+		// let the policy's delay bound the wait only when no TTL is known.
+		d = fallback
+		if req.WaitHint > 0 {
+			d = req.WaitHint + time.Millisecond + rand.N(req.WaitHint/16+time.Millisecond)
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.w.C():
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// bound is the fallback delay, cut short when the holder's TTL ends sooner.
+func bound(fallback, hint time.Duration) time.Duration {
+	if hint > 0 && hint < fallback {
+		return hint
+	}
+	return fallback
+}
