@@ -1,0 +1,96 @@
+package primitives_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/primitives"
+	"github.com/latchkit/latchkit/retry"
+)
+
+// exampleRedis starts an embedded Redis for the examples; in production the
+// client points at your Redis.
+func exampleRedis() (*redis.Client, func()) {
+	m, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{
+		Addr:                  m.Addr(),
+		ContextTimeoutEnabled: true, // without it go-redis ignores ctx deadlines
+	})
+	return c, func() { c.Close(); m.Close() }
+}
+
+func ExampleNewMutex() {
+	client, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	mu, err := primitives.NewMutex(goredis.New(client), "invoice:42", primitives.WithTTL(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := mu.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Do the work under lease.Context(): it ends if the lease is lost.
+	// Hand lease.Fence() to the store you write to, so that it can refuse
+	// a writer whose lease has been taken over.
+	fmt.Println("fence:", lease.Fence())
+	if err := lease.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	lease, _ = mu.Lock(ctx)
+	fmt.Println("next fence:", lease.Fence())
+	_ = lease.Release(ctx)
+	// Output:
+	// fence: 1
+	// next fence: 2
+}
+
+func ExampleMutex_TryLock() {
+	client, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	b := goredis.New(client)
+
+	a, _ := primitives.NewMutex(b, "report")
+	other, _ := primitives.NewMutex(b, "report")
+
+	held, _ := a.TryLock(ctx)
+	_, err := other.TryLock(ctx)
+	fmt.Println("second TryLock:", errors.Is(err, latchkit.ErrNotAcquired))
+	_ = held.Release(ctx)
+	// Output:
+	// second TryLock: true
+}
+
+func ExampleWithRetry() {
+	client, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+	b := goredis.New(client)
+
+	holder, _ := primitives.NewMutex(b, "job")
+	held, _ := holder.TryLock(ctx)
+	defer held.Release(ctx)
+
+	// Give up after three attempts instead of waiting for ctx.
+	impatient, _ := primitives.NewMutex(b, "job",
+		primitives.WithRetry(retry.MaxAttempts(retry.Constant(10*time.Millisecond), 3)))
+	_, err := impatient.Lock(ctx)
+	fmt.Println(errors.Is(err, latchkit.ErrNotAcquired))
+	// Output:
+	// true
+}

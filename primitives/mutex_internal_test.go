@@ -1,0 +1,160 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+)
+
+func newMiniBackend(t *testing.T) (*miniredis.Miniredis, backend.Backend) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return m, goredis.New(c)
+}
+
+// A timed-out acquire may have been applied; its retry (same token) must be
+// granted the same grant, not locked out by its own earlier try.
+func TestMutexRetriedAttemptIsGranted(t *testing.T) {
+	m, b := newMiniBackend(t)
+	mu, err := newMutex(latchkit.KindMutex, b, "r", []Option{WithAutoExtend(false), WithTTL(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := &latchkit.Request{Kind: latchkit.KindMutex}
+	tok := newToken()
+	first, err := mu.attempt(ctx, req, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.FastForward(30 * time.Second)
+	again, err := mu.attempt(ctx, req, tok)
+	if err != nil {
+		t.Fatalf("retried attempt: %v", err)
+	}
+	if again.Fence() != first.Fence() {
+		t.Errorf("retry got fence %d, first try %d: a retry must not count as a new grant", again.Fence(), first.Fence())
+	}
+	if ttl := m.TTL(mu.keys[0]); ttl < 59*time.Second {
+		t.Errorf("retry left ttl %v: it must refresh the ttl it promises", ttl)
+	}
+	// Another token is still excluded.
+	if _, err := mu.attempt(ctx, req, newToken()); !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Errorf("other token: %v", err)
+	}
+	if req.WaitHint < 59*time.Second {
+		t.Errorf("wait hint %v, want the holder's remaining ttl", req.WaitHint)
+	}
+}
+
+// A release whose reply was lost and that is run again reports success
+// (the marker), while a release by a token that never held it does not.
+func TestMutexRetriedReleaseIsNotLost(t *testing.T) {
+	_, b := newMiniBackend(t)
+	mu, _ := newMutex(latchkit.KindMutex, b, "r", []Option{WithAutoExtend(false)})
+	ctx := context.Background()
+	tok := newToken()
+	if _, err := mu.attempt(ctx, &latchkit.Request{}, tok); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		held, err := mu.release(ctx, tok)
+		if err != nil || !held {
+			t.Fatalf("release %d: held=%v err=%v", i, held, err)
+		}
+	}
+	if held, _ := mu.release(ctx, newToken()); held {
+		t.Error("a stranger's release reported success")
+	}
+	// A late retry of our release while tok2 holds reports our (earlier)
+	// release, and leaves tok2's lock alone.
+	tok2 := newToken()
+	if _, err := mu.attempt(ctx, &latchkit.Request{}, tok2); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := mu.release(ctx, tok); err != nil || !held {
+		t.Errorf("late retry: held=%v err=%v", held, err)
+	}
+	if _, held, _ := mu.ttl(ctx, tok2); !held {
+		t.Fatal("a late retry of an old release released the next holder")
+	}
+}
+
+// flaky fails every extend, as an unreachable Redis would.
+type flaky struct{ holder }
+
+func (f flaky) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return false, backend.ErrUnavailable
+}
+
+// When renewals cannot reach Redis, the lease's Context ends before the TTL
+// measured from the start of the granting call runs out.
+func TestLeaseEndsBeforeTTLWhenRenewalsFail(t *testing.T) {
+	_, b := newMiniBackend(t)
+	mu, _ := newMutex(latchkit.KindMutex, b, "f", []Option{WithTTL(300 * time.Millisecond)})
+	start := time.Now()
+	l := newLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", newToken(), 1, 300*time.Millisecond, start, true)
+	select {
+	case <-l.Context().Done():
+		took := time.Since(start)
+		if took >= 300*time.Millisecond {
+			t.Errorf("context ended after %v, not before the 300ms ttl", took)
+		}
+		if !errors.Is(context.Cause(l.Context()), latchkit.ErrLeaseLost) {
+			t.Errorf("cause: %v", context.Cause(l.Context()))
+		}
+		t.Logf("context ended %v after the grant", took)
+	case <-time.After(2 * time.Second):
+		t.Fatal("context never ended")
+	}
+}
+
+// Without auto-extend the Context ends when the TTL runs out by the client's
+// reckoning, and Extend pushes that moment back.
+func TestLeaseWithoutAutoExtendEndsAtDeadline(t *testing.T) {
+	_, b := newMiniBackend(t)
+	mu, _ := newMutex(latchkit.KindMutex, b, "d", []Option{WithTTL(100 * time.Millisecond), WithAutoExtend(false)})
+	ctx := context.Background()
+	l, err := mu.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, 400*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	extended := time.Now()
+	<-l.Context().Done()
+	if d := time.Since(extended); d < 300*time.Millisecond || d > 400*time.Millisecond {
+		t.Errorf("context ended %v after Extend(400ms)", d)
+	}
+}
+
+func TestKeyBaseKeepsOneHashTag(t *testing.T) {
+	for _, name := range []string{"a", "a}b", "{x}", "}", "{", "%7B", "a%b"} {
+		k := keyBase("latch:", name)
+		open, close := 0, 0
+		for _, c := range k {
+			switch c {
+			case '{':
+				open++
+			case '}':
+				close++
+			}
+		}
+		if open != 1 || close != 1 {
+			t.Errorf("name %q: key %q has %d '{' and %d '}'", name, k, open, close)
+		}
+	}
+	if keyBase("p:", "{") == keyBase("p:", "%7B") {
+		t.Error("escaping is not injective")
+	}
+}
