@@ -142,47 +142,19 @@ func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string
 	if err != nil {
 		return nil, scriptErr(err)
 	}
-	ok, n, err := pair(v)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		req.WaitHint = max(time.Duration(n)*time.Millisecond, 0)
-		return nil, latchkit.ErrNotAcquired
-	}
-	req.WaitHint = 0
-	return newLease(ctx, m, req.Kind, m.name, token, n, m.cfg.ttl, start, m.cfg.autoExtend), nil
+	return grant(ctx, req, v, m, token, start, m.cfg)
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	v, err := m.b.Eval(ctx, mutexExtend, m.keys[:1], []string{token, ms(ttl)})
-	if err != nil {
-		return false, scriptErr(err)
-	}
-	return v == int64(1), nil
+	return flag(m.b.Eval(ctx, mutexExtend, m.keys[:1], []string{token, ms(ttl)}))
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
-	v, err := m.b.Eval(ctx, mutexRelease, m.keys, []string{token, m.channel, markerMS})
-	if err != nil {
-		return false, scriptErr(err)
-	}
-	return v == int64(1), nil
+	return flag(m.b.Eval(ctx, mutexRelease, m.keys, []string{token, m.channel, markerMS}))
 }
 
 func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	v, err := m.b.Eval(ctx, mutexTTL, m.keys[:1], []string{token})
-	if err != nil {
-		return 0, false, scriptErr(err)
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return 0, false, badReply(v)
-	}
-	if n == -3 {
-		return 0, false, nil
-	}
-	return max(time.Duration(n)*time.Millisecond, 0), true, nil
+	return remaining(m.b.Eval(ctx, mutexTTL, m.keys[:1], []string{token}))
 }
 
 var markerMS = ms(markerTTL)

@@ -2,7 +2,6 @@ package primitives
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -78,8 +77,7 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		}
 	}
 	fail := func(format string, a ...any) (config, error) {
-		return c, &latchkit.OpError{Op: "new", Kind: kind, Name: name,
-			Err: fmt.Errorf("%w: "+format, append([]any{latchkit.ErrInvalid}, a...)...)}
+		return c, invalid("new", kind, name, format, a...)
 	}
 	switch {
 	case b == nil:
