@@ -26,6 +26,8 @@ type config struct {
 	mws        []latchkit.Middleware
 	retry      retry.Policy
 	prefix     string
+
+	waiterTimeout time.Duration
 }
 
 // WithTTL sets the lease time (default 10s). It must be at least 1ms.
@@ -46,6 +48,13 @@ func WithMiddleware(m ...latchkit.Middleware) Option {
 // WithRetry sets how Lock and Acquire pace their attempts
 // (default retry.Exponential()).
 func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
+
+// WithWaiterTimeout sets how long a waiter keeps its place in a queue
+// (a FairSemaphore ticket, an RWLock writer's intent) after its last
+// attempt (default 3s). Waiting calls re-attempt every third of it, so only
+// an abandoned waiter (its process gone) ever times out. It must be at
+// least 3ms.
+func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.waiterTimeout = d } }
 
 // WithPrefix sets the key namespace (default "latch:"). It must not contain
 // '{' or '}', which would break the hash tag that keeps a primitive's keys in
@@ -70,7 +79,7 @@ func ownerFrom(ctx context.Context) string {
 
 // newConfig applies opts and checks the arguments every primitive shares.
 func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option) (config, error) {
-	c := config{ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix}
+	c := config{ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix, waiterTimeout: DefaultWaiterTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -86,6 +95,8 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("empty name")
 	case c.ttl < time.Millisecond:
 		return fail("ttl %v is below 1ms", c.ttl)
+	case c.waiterTimeout < 3*time.Millisecond:
+		return fail("waiter timeout %v is below 3ms", c.waiterTimeout)
 	case strings.ContainsAny(c.prefix, "{}"):
 		return fail("prefix %q contains '{' or '}'", c.prefix)
 	}
