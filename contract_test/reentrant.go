@@ -1,0 +1,111 @@
+package contracttest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// RunReentrant checks primitives.NewReentrantMutex on the backend.
+func RunReentrant(t *testing.T, h Harness) {
+	runSteps(t, h, []step{
+		{"NestedDepth5", testReentrantDepth},
+		{"NoOwner", testReentrantNoOwner},
+	})
+}
+
+// testReentrantDepth: one owner nests Lock/Release 5 deep. The Redis key is
+// held (with the same token) until the last release; a second owner is
+// excluded throughout; re-entries send no command.
+func testReentrantDepth(t *testing.T, h Harness) {
+	c := h.NewClient(t)
+	other := h.NewClient(t).Backend
+	p := prefix(t)
+	ctx := ctxT(t, 20*time.Second)
+	key := keyOf(p, "r")
+	m, err := primitives.NewReentrantMutex(c.Backend, "r", primitives.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rival, _ := primitives.NewReentrantMutex(other, "r", primitives.WithPrefix(p))
+	plain, _ := primitives.NewMutex(other, "r", primitives.WithPrefix(p))
+	alice := primitives.WithOwner(ctx, "alice")
+	bob := primitives.WithOwner(ctx, "bob")
+
+	excluded := func(when string) {
+		t.Helper()
+		if _, err := rival.TryLock(bob); !errors.Is(err, latchkit.ErrNotAcquired) {
+			t.Errorf("%s: second owner: %v, want ErrNotAcquired", when, err)
+		}
+		if _, err := plain.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
+			t.Errorf("%s: a plain Mutex of the same name: %v, want ErrNotAcquired", when, err)
+		}
+	}
+	var leases []latchkit.Lease
+	for depth := 1; depth <= 5; depth++ {
+		var before int64
+		if c.Commands != nil {
+			before = c.Commands()
+		}
+		l, err := m.Lock(alice)
+		if err != nil {
+			t.Fatalf("depth %d: %v", depth, err)
+		}
+		if depth > 1 && c.Commands != nil && c.Commands() != before {
+			t.Errorf("depth %d: re-entry sent %d commands, want none", depth, c.Commands()-before)
+		}
+		if depth > 1 && (l.Token() != leases[0].Token() || l.Fence() != leases[0].Fence()) {
+			t.Errorf("depth %d: a re-entry is a new grant", depth)
+		}
+		leases = append(leases, l)
+		excluded("while nested")
+	}
+	if err := leases[2].Extend(ctx, time.Minute); err != nil {
+		t.Errorf("extend at depth 3: %v", err)
+	}
+	if d := do(t, c.Backend, "PTTL", key).(int64); d < 50_000 {
+		t.Errorf("extend at depth 3 did not extend the lock: pttl %d", d)
+	}
+	for i := len(leases) - 1; i >= 1; i-- {
+		if err := leases[i].Release(ctx); err != nil {
+			t.Fatalf("release depth %d: %v", i+1, err)
+		}
+		if got := do(t, c.Backend, "GET", key); got != leases[0].Token() {
+			t.Fatalf("after releasing depth %d the key holds %v", i+1, got)
+		}
+		excluded("after an inner release")
+	}
+	if err := leases[3].Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
+		t.Errorf("releasing a level twice: %v", err)
+	}
+	if err := leases[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := do(t, c.Backend, "EXISTS", key); v != int64(0) {
+		t.Errorf("key left after the outermost release")
+	}
+	l, err := rival.TryLock(bob)
+	if err != nil {
+		t.Fatalf("second owner after the outermost release: %v", err)
+	}
+	l.Release(ctx)
+}
+
+func testReentrantNoOwner(t *testing.T, h Harness) {
+	b := h.NewClient(t).Backend
+	p := prefix(t)
+	ctx := ctxT(t, 10*time.Second)
+	m, _ := primitives.NewReentrantMutex(b, "n", primitives.WithPrefix(p))
+	for _, f := range []func(context.Context) (latchkit.Lease, error){m.Lock, m.TryLock} {
+		if l, err := f(ctx); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
+			t.Errorf("no owner: %v, want ErrInvalid", err)
+		}
+	}
+	if v := do(t, b, "EXISTS", keyOf(p, "n")); v != int64(0) {
+		t.Errorf("a Lock without an owner wrote the key")
+	}
+}
