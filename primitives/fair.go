@@ -1,0 +1,236 @@
+package primitives
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+)
+
+// The fair semaphore scripts. KEYS: 1 queue (zset token -> ticket, in
+// arrival order), 2 liveness (zset token -> expiry in server ms: a holder's
+// lease, or a waiter's last attempt plus the waiter timeout), 3 ticket
+// counter, 4 fence counter, 5 holders (hash token -> fence), 6 recently
+// released tokens.
+//
+// Holders are always among the first limit tickets: a ticket is granted
+// only while its rank is below limit, and ranks only fall (new tickets join
+// the back; expired and released ones leave), so the count of holders can
+// never exceed the limit, whatever the clients' clocks say.
+var (
+	// ARGV: 1 token, 2 ttl ms, 3 limit, 4 waiter timeout ms, 5 "1" for a
+	// Try (no ticket is left behind). Reply {1, fence} or {0, hint ms}.
+	fairAcquire = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
+local ttl, limit, wait = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ticket = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local c = redis.call('GET', KEYS[3])
+if c and not tonumber(c) then return redis.error_reply('WRONGTYPE ticket counter is not an integer') end
+local bad = fence_of(KEYS[4]); if bad then return bad end
+local myfence = redis.call('HGET', KEYS[5], ARGV[1])
+redis.call('ZCARD', KEYS[6])
+local keepall = function(ms)
+  keep(KEYS[1], ms); keep(KEYS[2], ms); keep(KEYS[3], ms); keep(KEYS[5], ms)
+end
+if myfence and alive and tonumber(alive) > now then
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  keepall(ttl)
+  return {1, tonumber(myfence)}
+end
+local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for i = 1, #dead do
+  redis.call('ZREM', KEYS[1], dead[i])
+  redis.call('HDEL', KEYS[5], dead[i])
+end
+if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
+if not ticket or not alive or tonumber(alive) <= now then
+  if ARGV[5] == '1' and redis.call('ZCARD', KEYS[1]) >= limit then
+    return {0, math.max(math.floor(wait / 3), 1)}
+  end
+  ticket = redis.call('INCR', KEYS[3])
+  redis.call('ZADD', KEYS[1], ticket, ARGV[1])
+end
+if redis.call('ZRANK', KEYS[1], ARGV[1]) < limit then
+  local f = redis.call('INCR', KEYS[4])
+  redis.call('HSET', KEYS[5], ARGV[1], f)
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  keepall(ttl)
+  return {1, f}
+end
+redis.call('ZADD', KEYS[2], now + wait, ARGV[1])
+keepall(wait)
+return {0, math.max(math.floor(wait / 3), 1)}`)
+
+	// ARGV: 1 token, 2 channel. A waiter that gave up leaves the queue,
+	// which may move the next ticket up: wake a waiter.
+	fairWithdraw = backend.NewScript(`
+if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 0 and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('PUBLISH', ARGV[2], '1')
+end
+return 0`)
+
+	// ARGV: 1 token, 2 channel. Reply 1 released (now or before), 0 not
+	// held.
+	fairRelease = backend.NewScript(luaNow + `
+local f = redis.call('HGET', KEYS[5], ARGV[1])
+if f then
+  local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('PUBLISH', ARGV[2], '1')
+  if not alive or tonumber(alive) <= now then return 0 end
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 60000)
+  redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -1024)
+  redis.call('ZADD', KEYS[6], now, ARGV[1])
+  redis.call('PEXPIRE', KEYS[6], 60000)
+  return 1
+end
+if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 1 end
+return 0`)
+
+	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held.
+	fairExtend = backend.NewScript(luaNow + luaKeepAlive + `
+local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 and alive and tonumber(alive) > now then
+  local ttl = tonumber(ARGV[2])
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+  keep(KEYS[1], ttl); keep(KEYS[2], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl)
+  return 1
+end
+return 0`)
+
+	// ARGV: 1 token. Reply ms left, or -3.
+	fairTTL = backend.NewScript(luaNow + `
+local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 and alive and tonumber(alive) > now then
+  return tonumber(alive) - now
+end
+return -3`)
+)
+
+type fairSemaphore struct {
+	b       backend.Backend
+	kind    latchkit.Kind
+	name    string
+	cfg     config
+	keys    []string
+	channel string
+	args    []string // ttl, limit, waiter timeout
+}
+
+// NewFairSemaphore returns a semaphore of limit permits that grants them in
+// arrival order: the seeds' counter-ranked fair semaphore, made FIFO and
+// independent of client clocks. A waiter takes a ticket (a counter INCR)
+// on its first attempt and keeps its place while it waits; its ticket is
+// heartbeated by its attempts (every third of the waiter timeout, see
+// WithWaiterTimeout), so an abandoned waiter drops out after the timeout.
+// The first limit live tickets hold. It never over-grants and never
+// starves a waiter. TryAcquire succeeds only when a permit is free and
+// nobody is queued ahead, and leaves no ticket behind.
+func NewFairSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Semaphore, error) {
+	s, err := newFairSemaphore(latchkit.KindFairSemaphore, b, name, limit, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewFairMutex returns a Mutex that grants the lock in arrival order
+// (Redisson's fair lock): a FairSemaphore of one permit, with the same
+// lease semantics as a Mutex.
+func NewFairMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
+	s, err := newFairSemaphore(latchkit.KindFairMutex, b, name, 1, opts)
+	if err != nil {
+		return nil, err
+	}
+	return fairMutex{s}, nil
+}
+
+type fairMutex struct{ s *fairSemaphore }
+
+func (m fairMutex) Lock(ctx context.Context) (latchkit.Lease, error) {
+	return m.s.acquire(ctx, false)
+}
+
+func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
+	return m.s.acquire(ctx, true)
+}
+
+func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*fairSemaphore, error) {
+	cfg, err := newConfig(kind, b, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
+	}
+	base := keyBase(cfg.prefix, name) + ":fair"
+	return &fairSemaphore{
+		b: b, kind: kind, name: name, cfg: cfg,
+		keys: []string{base + ":queue", base + ":alive", base + ":tickets",
+			base + ":fence", base + ":holders", base + ":released"},
+		channel: base + ":rel",
+		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout)},
+	}, nil
+}
+
+func (s *fairSemaphore) Acquire(ctx context.Context) (latchkit.Lease, error) {
+	return s.acquire(ctx, false)
+}
+
+func (s *fairSemaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) {
+	return s.acquire(ctx, true)
+}
+
+func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
+	req := &latchkit.Request{
+		Name: s.name, Kind: s.kind, TTL: s.cfg.ttl, Backend: s.b,
+		Channels: []string{s.channel}, Try: try, Owner: ownerFrom(ctx),
+	}
+	token := newToken()
+	tryArg := "0"
+	if try {
+		tryArg = "1"
+	}
+	args := []string{token, s.args[0], s.args[1], s.args[2], tryArg}
+	l, err := s.cfg.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		req.Attempts++
+		start := time.Now()
+		v, err := s.b.Eval(ctx, fairAcquire, s.keys, args)
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		return grant(ctx, req, v, s, token, start, s.cfg)
+	})(ctx, req)
+	if err != nil {
+		if !try && req.Attempts > 0 {
+			// Give the place up at once rather than hold up the queue
+			// until the waiter timeout.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_, _ = s.b.Eval(wctx, fairWithdraw, s.keys, []string{token, s.channel})
+			cancel()
+		}
+		op := "acquire"
+		if s.kind == latchkit.KindFairMutex {
+			op = "lock"
+		}
+		return nil, opErr(op, s.kind, s.name, err)
+	}
+	return l, nil
+}
+
+func (s *fairSemaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return flag(s.b.Eval(ctx, fairExtend, s.keys, []string{token, ms(ttl)}))
+}
+
+func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error) {
+	return flag(s.b.Eval(ctx, fairRelease, s.keys, []string{token, s.channel}))
+}
+
+func (s *fairSemaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
+	return remaining(s.b.Eval(ctx, fairTTL, s.keys, []string{token}))
+}
