@@ -96,3 +96,20 @@ type Subscription interface {
 type Unwrapper interface {
 	As(target any) bool
 }
+
+// Cluster is an optional interface of a Backend whose keys may live on
+// different servers (Redis Cluster). A script may only touch keys of one
+// slot there, so primitives over several names (MultiLock) run one script
+// per name instead of one for all. A Backend that does not implement it is
+// taken to be a single server (or a Sentinel-managed one).
+type Cluster interface {
+	// Cluster reports whether keys of different hash slots may live on
+	// different servers.
+	Cluster() bool
+}
+
+// IsCluster reports whether b says it is a cluster.
+func IsCluster(b Backend) bool {
+	c, ok := b.(Cluster)
+	return ok && c.Cluster()
+}

@@ -84,6 +84,12 @@ func (b *Backend) As(target any) bool {
 	return true
 }
 
+// Cluster reports whether the client is a *redis.ClusterClient.
+func (b *Backend) Cluster() bool {
+	_, ok := b.c.(*redis.ClusterClient)
+	return ok
+}
+
 func (b *Backend) script(s *backend.Script) *redis.Script {
 	if v, ok := b.scripts.Load(s); ok {
 		return v.(*redis.Script)
