@@ -44,6 +44,7 @@ type Hub struct {
 	ops      []op                 // subscription changes, in decision order
 	channels map[string]*channel
 	gen      uint64 // incremented by every new or abandoned subscription
+	lost     error  // set when the subscription being dialed dropped before connect() installed it
 	closed   bool
 }
 
@@ -56,10 +57,13 @@ type channel struct {
 
 // op is a SUBSCRIBE (add) or UNSUBSCRIBE decided under mu; work() sends them
 // in the order they were decided, so that a quick leave-and-rejoin can never
-// end unsubscribed.
+// end unsubscribed. An add carries the channels it subscribes: only its own
+// confirmation makes them ready, never that of an earlier add of the same
+// name that a leave-and-rejoin has since undone.
 type op struct {
 	add   bool
 	names []string
+	chans []*channel // for an add: the channels named, in order
 	gen   uint64
 }
 
@@ -88,6 +92,11 @@ func For(b backend.Backend) *Hub {
 	}
 	registry.Lock()
 	defer registry.Unlock()
+	return lookupLocked(b)
+}
+
+// lookupLocked returns b's shared Hub, creating it; registry is locked.
+func lookupLocked(b backend.Backend) *Hub {
 	if h, ok := registry.hubs[b]; ok {
 		return h
 	}
@@ -117,16 +126,40 @@ type Waiter struct {
 
 // Join registers a waiter for channels and subscribes them: once Join
 // returns true, a release published on any of them wakes a waiter of this
-// Hub. It returns false when notifications are not live (the server could
-// not be reached, or ctx ended first): the waiter is still registered and
-// is woken when the Hub reconnects, but the caller must poll meanwhile.
-// Leave must be called when the wait is over.
+// Hub, and the waiter has no wake-up pending: the caller is expected to make
+// an attempt right after Join, which sees any earlier release. It returns
+// false when notifications are not live (the server could not be reached,
+// or ctx ended first): the waiter is still registered and is woken once its
+// channels are subscribed, but the caller must poll meanwhile. Leave must
+// be called when the wait is over.
 func (h *Hub) Join(ctx context.Context, channels ...string) (*Waiter, bool) {
+	w, ready := h.register(channels)
+	return h.await(ctx, w, ready)
+}
+
+// JoinShared is Join on the process's shared Hub of b, looked up and joined
+// in one step, so that the Hub cannot go idle and leave the registry in
+// between (a second Hub, and a second subscription, would follow).
+func JoinShared(ctx context.Context, b backend.Backend, channels ...string) (*Waiter, bool) {
+	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
+		return For(b).Join(ctx, channels...)
+	}
+	registry.Lock()
+	h := lookupLocked(b)
+	w, ready := h.register(channels)
+	registry.Unlock()
+	return h.await(ctx, w, ready)
+}
+
+// register adds a waiter for channels and starts whatever subscribing they
+// need; it returns the channels' ready signals to wait on.
+func (h *Hub) register(channels []string) (*Waiter, []chan struct{}) {
 	w := &Waiter{h: h, channels: channels, c: make(chan struct{}, 1)}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	var ready []chan struct{}
-	var chans []*channel
 	var fresh []string
+	var freshChans []*channel
 	for _, name := range channels {
 		ch := h.channels[name]
 		if ch == nil {
@@ -135,25 +168,30 @@ func (h *Hub) Join(ctx context.Context, channels ...string) (*Waiter, bool) {
 		}
 		ch.waiters = append(ch.waiters, w)
 		ready = append(ready, ch.ready)
-		chans = append(chans, ch)
 		if h.sub != nil && ch.gen != h.gen {
 			ch.gen = h.gen
 			fresh = append(fresh, name)
+			freshChans = append(freshChans, ch)
 		}
 	}
 	if h.closed {
-		h.mu.Unlock()
-		return w, false
+		return w, nil
 	}
 	switch {
 	case h.sub == nil && !h.dialing:
 		h.dialing = true
 		go h.connect()
 	case len(fresh) > 0:
-		h.enqueueLocked(op{add: true, names: fresh, gen: h.gen})
+		h.enqueueLocked(op{add: true, names: fresh, chans: freshChans, gen: h.gen})
 	}
-	h.mu.Unlock()
+	return w, ready
+}
 
+// await waits for a registered waiter's channels to be subscribed.
+func (h *Hub) await(ctx context.Context, w *Waiter, ready []chan struct{}) (*Waiter, bool) {
+	if ready == nil {
+		return w, false // closed Hub
+	}
 	for _, r := range ready {
 		select {
 		case <-r:
@@ -163,23 +201,44 @@ func (h *Hub) Join(ctx context.Context, channels ...string) (*Waiter, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, ch := range chans {
-		if ch.err != nil {
-			return w, false
-		}
+	if !h.liveLocked(w) {
+		return w, false
 	}
-	return w, h.healthy
+	// The caller attempts once Join returns, which sees any release made
+	// so far: a wake-up given meanwhile (the Hub tells every waiter to
+	// retry when it subscribes) would only cost a useless attempt.
+	select {
+	case <-w.c:
+	default:
+	}
+	return w, true
 }
 
 // C receives when a release may have freed what the waiter waits for.
 func (w *Waiter) C() <-chan struct{} { return w.c }
 
-// Live reports whether the Hub's subscription is up, so that a release is
-// sure to be signalled.
+// Live reports whether the Hub's subscription is up and the server has
+// confirmed the waiter's channels on it, so that a release is sure to be
+// signalled.
 func (w *Waiter) Live() bool {
 	w.h.mu.Lock()
 	defer w.h.mu.Unlock()
-	return w.h.healthy
+	return w.h.liveLocked(w)
+}
+
+// liveLocked reports whether every channel of w is subscribed on the
+// current, healthy subscription.
+func (h *Hub) liveLocked(w *Waiter) bool {
+	if !h.healthy || w.left {
+		return false
+	}
+	for _, name := range w.channels {
+		ch := h.channels[name]
+		if ch == nil || ch.gen != h.gen || ch.err != nil || !isClosed(ch.ready) {
+			return false
+		}
+	}
+	return true
 }
 
 // Leave unregisters the waiter. A wake-up it received but did not use is
@@ -290,6 +349,7 @@ func (h *Hub) work() {
 		h.ops = h.ops[1:]
 		for len(h.ops) > 0 && h.ops[0].add == o.add && h.ops[0].gen == o.gen {
 			o.names = append(o.names, h.ops[0].names...)
+			o.chans = append(o.chans, h.ops[0].chans...)
 			h.ops = h.ops[1:]
 		}
 		sub, gen := h.sub, h.gen
@@ -309,10 +369,16 @@ func (h *Hub) work() {
 			continue // a failure shows up as a dropped subscription
 		}
 		h.mu.Lock()
-		for _, name := range o.names {
-			if ch := h.channels[name]; ch != nil && ch.gen == gen {
-				ch.err = err
-				closeOnce(ch.ready)
+		for _, ch := range o.chans {
+			if ch.gen != gen {
+				continue
+			}
+			ch.err = err
+			closeOnce(ch.ready)
+			if err == nil {
+				// Waiters that stopped waiting for the subscription
+				// poll: a release may have slipped past them.
+				h.wakeLocked(ch, len(ch.waiters))
 			}
 		}
 		h.mu.Unlock()
@@ -339,6 +405,7 @@ func (h *Hub) connect() {
 		}
 		h.gen++
 		gen := h.gen
+		h.lost = nil
 		names := make([]string, 0, len(h.channels))
 		for name, ch := range h.channels {
 			names = append(names, name)
@@ -359,6 +426,14 @@ func (h *Hub) connect() {
 		cancel()
 
 		h.mu.Lock()
+		if err == nil && h.lost != nil {
+			// The connection died before we could install it: a failed
+			// dial (its Dropped, which came first, was ignored).
+			err = h.lost
+			h.mu.Unlock()
+			_ = sub.Close()
+			h.mu.Lock()
+		}
 		if err == nil && (h.closed || len(h.channels) == 0 || h.gen != gen) {
 			// Everyone left while we dialed.
 			h.mu.Unlock()
@@ -370,10 +445,12 @@ func (h *Hub) connect() {
 			h.healthy = true
 			h.dialing = false
 			var late []string
+			var lateChans []*channel
 			for name, ch := range h.channels {
 				if ch.gen != gen { // arrived while we dialed
 					ch.gen = gen
 					late = append(late, name)
+					lateChans = append(lateChans, ch)
 					continue
 				}
 				ch.err = nil
@@ -381,8 +458,19 @@ func (h *Hub) connect() {
 				// A release may have happened while we were not listening.
 				h.wakeLocked(ch, len(ch.waiters))
 			}
+			// Channels whose last waiter left while we dialed were
+			// subscribed all the same: unsubscribe them.
+			var gone []string
+			for _, name := range names {
+				if h.channels[name] == nil {
+					gone = append(gone, name)
+				}
+			}
+			if len(gone) > 0 {
+				h.enqueueLocked(op{names: gone, gen: gen})
+			}
 			if len(late) > 0 {
-				h.enqueueLocked(op{add: true, names: late, gen: gen})
+				h.enqueueLocked(op{add: true, names: late, chans: lateChans, gen: gen})
 			}
 			h.mu.Unlock()
 			return
@@ -408,7 +496,14 @@ func (h *Hub) connect() {
 // and fall back to polling) and reconnect while there are waiters.
 func (h *Hub) dropped(gen uint64, err error) {
 	h.mu.Lock()
-	if gen != h.gen || h.sub == nil {
+	if gen != h.gen {
+		h.mu.Unlock()
+		return
+	}
+	if h.sub == nil {
+		// connect() has not installed the subscription yet: tell it, or it
+		// would keep a dead subscription and believe it live.
+		h.lost = err
 		h.mu.Unlock()
 		return
 	}
@@ -456,6 +551,15 @@ func (h *Hub) wakeLocked(ch *channel, n int) {
 			n--
 		default:
 		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

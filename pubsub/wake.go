@@ -34,11 +34,11 @@ func WakeOnRelease(opts ...Option) latchkit.Middleware {
 			if req.Try || len(req.Channels) == 0 || req.Backend == nil {
 				return next(ctx, req)
 			}
-			h := c.hub
-			if h == nil {
-				h = For(req.Backend)
-			}
-			w := &waiter{h: h}
+			// The shared Hub is looked up and joined in one step by the
+			// first wait (JoinShared), not now: the one found now could go
+			// idle during the first attempt, and joining it then would open
+			// a second subscription beside the registry's new Hub.
+			w := &waiter{h: c.hub}
 			prev := req.Waiter
 			req.Waiter = w
 			defer func() {
@@ -64,7 +64,7 @@ type config struct {
 func WithHub(h *Hub) Option { return func(c *config) { c.hub = h } }
 
 type waiter struct {
-	h    *Hub
+	h    *Hub // nil: the backend's shared Hub, found by the first Wait
 	w    *Waiter
 	live bool
 }
@@ -76,7 +76,11 @@ func (w *waiter) Wait(ctx context.Context, req *latchkit.Request, fallback time.
 		// Do not wait longer for the subscription than the caller would
 		// have slept anyway.
 		jctx, cancel := context.WithTimeout(ctx, max(bound(fallback, req.WaitHint), 50*time.Millisecond))
-		w.w, w.live = w.h.Join(jctx, req.Channels...)
+		if w.h == nil {
+			w.w, w.live = JoinShared(jctx, req.Backend, req.Channels...)
+		} else {
+			w.w, w.live = w.h.Join(jctx, req.Channels...)
+		}
 		cancel()
 		if err := ctx.Err(); err != nil {
 			return err

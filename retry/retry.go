@@ -31,7 +31,8 @@ func WithInitial(d time.Duration) ExponentialOption {
 	return func(b *backoff.ExponentialBackOff) { b.InitialInterval = d }
 }
 
-// WithMax caps a single delay (default 500ms).
+// WithMax caps the delay before jitter is applied (default 500ms): with a
+// jitter of f, a single delay can reach max*(1+f).
 func WithMax(d time.Duration) ExponentialOption {
 	return func(b *backoff.ExponentialBackOff) { b.MaxInterval = d }
 }
@@ -80,7 +81,9 @@ func MaxAttempts(p Policy, n int) Policy {
 	}
 }
 
-// MaxElapsed makes p give up once d has passed since the first attempt.
+// MaxElapsed makes p give up once d has passed since the first wait began
+// (right after the first attempt failed). The last wait is cut short to end
+// at the limit; a Waiter (see latchkit.Waiter) may still sleep past it.
 func MaxElapsed(p Policy, d time.Duration) Policy {
 	return func() backoff.BackOff { return &elapsed{b: p(), limit: d, start: time.Now()} }
 }
@@ -127,7 +130,7 @@ func Middleware(p Policy) latchkit.Middleware {
 					return nil, fmt.Errorf("gave up after %d attempts: %w", req.Attempts, err)
 				}
 				if werr := wait(ctx, req, d); werr != nil {
-					return nil, fmt.Errorf("waited %d attempts: %w", req.Attempts, werr)
+					return nil, fmt.Errorf("stopped waiting after %d attempts: %w", req.Attempts, werr)
 				}
 				l, err = next(ctx, req)
 				if err == nil || !errors.Is(err, latchkit.ErrNotAcquired) {
