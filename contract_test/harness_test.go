@@ -13,6 +13,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	contracttest "github.com/latchkit/latchkit/contract_test"
+	"github.com/latchkit/latchkit/internal/redistest"
 )
 
 // server is where a harness's clients connect, and what it can do to it.
@@ -138,4 +139,25 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 func TestGoRedisMiniredis(t *testing.T) {
 	contracttest.Run(t, goredisHarness{newMini(t)})
+}
+
+// real is a redis-server started by the test on a free loopback port.
+type real struct{ s *redistest.Server }
+
+func newReal(t testing.TB) real { return real{redistest.Start(t)} }
+
+func (r real) addr() string                 { return r.s.Addr }
+func (r real) advance(d time.Duration) bool { return false }
+
+func (r real) killSubscribers(t testing.TB) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.s.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
+	}
+	return true
+}
+
+func TestGoRedisRedisServer(t *testing.T) {
+	contracttest.Run(t, goredisHarness{newReal(t)})
 }

@@ -73,7 +73,11 @@ func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token 
 	if autoExtend {
 		l.startWatchdogLocked()
 	} else {
+		// The timer may fire at once (a grant slower than its TTL): let
+		// expire wait until the field is set.
+		l.mu.Lock()
 		l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+		l.mu.Unlock()
 	}
 	return l
 }
