@@ -38,8 +38,9 @@ type Harness interface {
 type Client struct {
 	// Backend is the client as a latchkit backend.
 	Backend backend.Backend
-	// Close closes the underlying driver client; later calls on Backend
-	// must fail with backend.ErrClosed.
+	// Close closes the underlying driver client; calls on Backend made
+	// after it must fail with backend.ErrClosed (a driver that closes
+	// asynchronously may let a call made at once get through).
 	Close func() error
 	// Commands returns how many commands the client has sent so far,
 	// counted by a driver hook (each EVALSHA and EVAL once; pub/sub

@@ -3,15 +3,18 @@ package contracttest_test
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	contracttest "github.com/latchkit/latchkit/contract_test"
 	"github.com/latchkit/latchkit/internal/redistest"
 )
@@ -160,4 +163,73 @@ func (r real) killSubscribers(t testing.TB) bool {
 
 func TestGoRedisRedisServer(t *testing.T) {
 	contracttest.Run(t, goredisHarness{newReal(t)})
+}
+
+// rueidisHarness runs the suite through the rueidis adapter.
+type rueidisHarness struct {
+	s    server
+	mini bool // miniredis needs DisableCache and AlwaysRESP2
+}
+
+func (h rueidisHarness) option(addr string) rd.ClientOption {
+	return rd.ClientOption{
+		InitAddress:  []string{addr},
+		DisableCache: h.mini,
+		AlwaysRESP2:  h.mini,
+	}
+}
+
+func (h rueidisHarness) NewClient(t testing.TB) contracttest.Client {
+	var n atomic.Int64
+	raw, err := rd.NewClient(h.option(h.s.addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := countRueidis{Client: raw, n: &n}
+	var once sync.Once
+	closeFn := func() error { once.Do(c.Close); return nil }
+	t.Cleanup(func() { closeFn() })
+	return contracttest.Client{Backend: lrueidis.New(c), Close: closeFn, Commands: n.Load}
+}
+
+// Unreachable connects to a server and then stops it: rueidis refuses to
+// create a client for an address that does not answer.
+func (h rueidisHarness) Unreachable(t testing.TB) backend.Backend {
+	m := miniredis.RunT(t)
+	c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, AlwaysRESP2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	t.Cleanup(c.Close)
+	return lrueidis.New(c)
+}
+
+func (h rueidisHarness) AdvanceClock(t testing.TB, d time.Duration) bool { return h.s.advance(d) }
+func (h rueidisHarness) KillSubscribers(t testing.TB) bool               { return h.s.killSubscribers(t) }
+
+// countRueidis counts the commands a rueidis client sends (EVALSHA and EVAL
+// go through Do; the dedicated pub/sub connection is not counted, as with
+// go-redis).
+type countRueidis struct {
+	rd.Client
+	n *atomic.Int64
+}
+
+func (c countRueidis) Do(ctx context.Context, cmd rd.Completed) rd.RedisResult {
+	c.n.Add(1)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c countRueidis) DoMulti(ctx context.Context, multi ...rd.Completed) []rd.RedisResult {
+	c.n.Add(int64(len(multi)))
+	return c.Client.DoMulti(ctx, multi...)
+}
+
+func TestRueidisMiniredis(t *testing.T) {
+	contracttest.Run(t, rueidisHarness{s: newMini(t), mini: true})
+}
+
+func TestRueidisRedisServer(t *testing.T) {
+	contracttest.Run(t, rueidisHarness{s: newReal(t)})
 }

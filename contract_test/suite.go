@@ -227,9 +227,23 @@ func testUnreachable(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = mu.Lock(ctx)
+	_, err = mu.TryLock(ctx)
 	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), `"m"`) {
-		t.Errorf("lock: %v, want ErrUnavailable naming the mutex", err)
+		t.Errorf("TryLock: %v, want ErrUnavailable naming the mutex", err)
+	}
+	// A waiting Lock rides out unavailability until its context ends (it
+	// also matches ErrUnavailable when its last attempt was refused rather
+	// than cut short by the deadline).
+	lctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = mu.Lock(lctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock: %v, want DeadlineExceeded", err)
+	}
+	t.Logf("Lock on an unreachable server: %v", err)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Lock with a 300ms context returned after %v", d)
 	}
 }
 
@@ -239,7 +253,13 @@ func testClosed(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, 5*time.Second)
-	_, err := c.Backend.Eval(ctx, backend.NewScript(`return 1`), nil, nil)
+	// rueidis closes asynchronously: a call right after Close may still get
+	// through. Within a moment every call must fail, with ErrClosed.
+	var err error
+	eventually(t, 2*time.Second, "calls keep succeeding after Close", func() bool {
+		_, err = c.Backend.Eval(ctx, backend.NewScript(`return 1`), nil, nil)
+		return err != nil
+	})
 	if !errors.Is(err, backend.ErrClosed) {
 		t.Errorf("eval on a closed client: %v, want ErrClosed", err)
 	}
@@ -738,8 +758,17 @@ func testDroppedSubscriptionWaiters(t *testing.T, h Harness) {
 	// Give the hub time to notice and re-subscribe, then release: the
 	// waiter must hear of it without waiting out the 10s TTL.
 	time.Sleep(700 * time.Millisecond)
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
+	// Where killing subscribers drops every connection (miniredis restarts),
+	// the holder's release may meet a dead connection: retrying it is safe.
+	for try := 0; ; try++ {
+		err := l.Release(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, backend.ErrUnavailable) || try == 5 {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	released := time.Now()
 	select {

@@ -48,6 +48,10 @@ type lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// renew serializes Extend and the watchdog's renewals, so that a
+	// renewal computed with the old TTL cannot undo an Extend.
+	renew sync.Mutex
+
 	mu       sync.Mutex
 	ttl      time.Duration // what renewals extend by
 	deadline time.Time
@@ -113,6 +117,8 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if done {
 		return l.opErr("extend", fmt.Errorf("lease already released or lost: %w", latchkit.ErrLeaseLost))
 	}
+	l.renew.Lock()
+	defer l.renew.Unlock()
 	start := time.Now()
 	held, err := l.h.extend(ctx, l.token, ttl)
 	if err != nil {
@@ -246,10 +252,16 @@ func (l *lease) watchdog(d *dog) {
 			l.lose(fmt.Errorf("could not renew before the ttl ran out (last error: %v): %w", lastErr, latchkit.ErrLeaseLost))
 			return
 		}
+		l.renew.Lock()
+		l.mu.Lock()
+		ttl = l.ttl // an Extend may have changed it meanwhile
+		deadline = l.deadline
+		l.mu.Unlock()
 		ctx, cancel := context.WithDeadline(d.ctx, deadline)
 		start := time.Now()
 		held, err := l.h.extend(ctx, l.token, ttl)
 		cancel()
+		l.renew.Unlock()
 		if d.ctx.Err() != nil {
 			return // stopped by Release: its outcome decides
 		}

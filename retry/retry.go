@@ -17,6 +17,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
 )
 
 // Policy makes a fresh backoff for one logical acquisition. backoff.Stop
@@ -108,11 +109,19 @@ func (e *elapsed) NextBackOff() time.Duration {
 
 func (e *elapsed) Reset() { e.start = time.Now(); e.b.Reset() }
 
-// Middleware retries attempts that fail with ErrNotAcquired until one
-// succeeds, the policy gives up (the last ErrNotAcquired is returned,
-// wrapped with the number of attempts) or ctx is done (ctx's error is
-// returned, wrapped). Other errors end the loop at once. A Try request makes
-// one attempt. A nil policy means Exponential().
+// Middleware retries attempts until one succeeds, the policy gives up or
+// ctx is done. It retries an attempt that failed with ErrNotAcquired (the
+// primitive is held: it waits for a release through the request's Waiter,
+// or for the policy's delay) and one that failed with
+// backend.ErrUnavailable (a connection blip: it waits for the policy's
+// delay only; trying again is safe, since an attempt that did get through
+// finds its own token and counts as granted). Any other error ends the loop
+// at once. A Try request makes one attempt.
+//
+// When the policy gives up, the last attempt's error is returned, wrapped
+// with the number of attempts; when ctx ends the wait, the error matches
+// both ctx's error and the last attempt's error with errors.Is. A nil
+// policy means Exponential().
 func Middleware(p Policy) latchkit.Middleware {
 	if p == nil {
 		p = Exponential()
@@ -120,7 +129,7 @@ func Middleware(p Policy) latchkit.Middleware {
 	return func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
 			l, err := next(ctx, req)
-			if err == nil || req.Try || !errors.Is(err, latchkit.ErrNotAcquired) {
+			if err == nil || req.Try || !retryable(err) {
 				return l, err
 			}
 			b := p()
@@ -129,16 +138,27 @@ func Middleware(p Policy) latchkit.Middleware {
 				if d == backoff.Stop {
 					return nil, fmt.Errorf("gave up after %d attempts: %w", req.Attempts, err)
 				}
-				if werr := wait(ctx, req, d); werr != nil {
-					return nil, fmt.Errorf("stopped waiting after %d attempts: %w", req.Attempts, werr)
+				var werr error
+				if errors.Is(err, latchkit.ErrNotAcquired) {
+					werr = wait(ctx, req, d)
+				} else {
+					werr = Sleep(ctx, d) // no release to wait for: Redis was not reached
+				}
+				if werr != nil {
+					return nil, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", req.Attempts, werr, err)
 				}
 				l, err = next(ctx, req)
-				if err == nil || !errors.Is(err, latchkit.ErrNotAcquired) {
+				if err == nil || !retryable(err) {
 					return l, err
 				}
 			}
 		}
 	}
+}
+
+// retryable reports whether a failed attempt is worth another.
+func retryable(err error) bool {
+	return errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, backend.ErrUnavailable)
 }
 
 // wait sleeps between two attempts: through the request's Waiter when there

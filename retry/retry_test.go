@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -577,4 +578,51 @@ func ExampleMiddleware() {
 	// orders <nil> after 3 attempts
 	// latchkit: not acquired after 1 attempt
 	// gave up after 5 attempts: latchkit: not acquired
+}
+
+// An attempt that could not reach Redis is retried on the policy's delay,
+// never through the Waiter (no release can be expected), and a Try request
+// still makes one attempt.
+func TestMiddlewareRetriesUnavailable(t *testing.T) {
+	unavailable := &backend.Error{Kind: backend.ErrUnavailable, Cause: errors.New("connection refused")}
+	attempts := 0
+	next := func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		req.Attempts++
+		attempts++
+		if attempts < 3 {
+			return nil, unavailable
+		}
+		return nil, nil
+	}
+	w := &refusingWaiter{t: t}
+	req := &latchkit.Request{Name: "u", Waiter: w}
+	if _, err := retry.Middleware(retry.Constant(time.Millisecond))(next)(context.Background(), req); err != nil {
+		t.Fatalf("err %v after %d attempts", err, attempts)
+	}
+	if attempts != 3 {
+		t.Errorf("%d attempts, want 3", attempts)
+	}
+
+	attempts = 0
+	_, err := retry.Middleware(retry.Constant(time.Millisecond))(next)(context.Background(), &latchkit.Request{Try: true})
+	if !errors.Is(err, backend.ErrUnavailable) || attempts != 1 {
+		t.Errorf("Try: %v after %d attempts, want ErrUnavailable after 1", err, attempts)
+	}
+
+	// When ctx ends the wait, the error carries both.
+	always := func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) { return nil, unavailable }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err = retry.Middleware(retry.Constant(5*time.Millisecond))(always)(ctx, &latchkit.Request{})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("ctx ended: %v, want DeadlineExceeded and ErrUnavailable", err)
+	}
+}
+
+// refusingWaiter fails the test if it is asked to wait.
+type refusingWaiter struct{ t *testing.T }
+
+func (w *refusingWaiter) Wait(context.Context, *latchkit.Request, time.Duration) error {
+	w.t.Error("waited for a release after an unavailable attempt")
+	return nil
 }

@@ -1,0 +1,159 @@
+// Package rueidis adapts github.com/redis/rueidis to backend.Backend.
+//
+// rueidis honours context deadlines as is. Note that without a deadline a
+// read-only command to an unreachable server may be retried indefinitely:
+// give latchkit calls a context with a deadline.
+//
+// Against miniredis (the embedded default of the demo and tests) the client
+// needs DisableCache: true (miniredis has no CLIENT TRACKING) and
+// AlwaysRESP2: true (with RESP3 a connection that ran SUBSCRIBE refuses
+// other commands on miniredis). A real Redis needs neither.
+package rueidis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+
+	rd "github.com/redis/rueidis"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// Backend is a backend.Backend over a rueidis client.
+type Backend struct {
+	c       rd.Client
+	scripts sync.Map // *backend.Script -> *rd.Lua
+}
+
+// New returns a Backend over c. The caller keeps ownership of c: closing
+// the Backend does not close the client.
+func New(c rd.Client) *Backend { return &Backend{c: c} }
+
+// As sets target, which must be a *rueidis.Client, to the wrapped client.
+func (b *Backend) As(target any) bool {
+	t, ok := target.(*rd.Client)
+	if ok {
+		*t = b.c
+	}
+	return ok
+}
+
+// Cluster reports whether the client spreads keys over a Redis Cluster.
+func (b *Backend) Cluster() bool { return b.c.Mode() == rd.ClientModeCluster }
+
+func (b *Backend) script(s *backend.Script) *rd.Lua {
+	if v, ok := b.scripts.Load(s); ok {
+		return v.(*rd.Lua)
+	}
+	v, _ := b.scripts.LoadOrStore(s, rd.NewLuaScript(s.Source()))
+	return v.(*rd.Lua)
+}
+
+// Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (rueidis's Lua
+// does this).
+func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	msg, err := b.script(s).Exec(ctx, b.c, keys, args).ToMessage()
+	if err != nil {
+		if rd.IsRedisNil(err) {
+			return nil, nil
+		}
+		return nil, wrap(ctx, err)
+	}
+	return Normalize(msg)
+}
+
+// Normalize turns a rueidis reply into a backend.Value. RESP3 replies
+// outside backend.Value are converted: a boolean to 1 or nil, a double to
+// its string form, a map to a flat key, value array sorted by key.
+func Normalize(m rd.RedisMessage) (backend.Value, error) {
+	if err := m.Error(); err != nil {
+		if rd.IsRedisNil(err) {
+			return nil, nil
+		}
+		if re, ok := rd.IsRedisErr(err); ok {
+			return nil, &backend.Error{Kind: &backend.ReplyError{Msg: re.Error()}, Cause: err}
+		}
+		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: err.Error()}, Cause: err}
+	}
+	switch {
+	case m.IsInt64():
+		return m.AsInt64()
+	case m.IsString():
+		return m.ToString()
+	case m.IsArray():
+		a, err := m.ToArray()
+		if err != nil {
+			return nil, badReply(err)
+		}
+		out := make([]backend.Value, len(a))
+		for i := range a {
+			if out[i], err = Normalize(a[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case m.IsMap():
+		mp, err := m.AsMap()
+		if err != nil {
+			return nil, badReply(err)
+		}
+		keys := make([]string, 0, len(mp))
+		for k := range mp {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out := make([]backend.Value, 0, 2*len(keys))
+		for _, k := range keys {
+			v, err := Normalize(mp[k])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, k, v)
+		}
+		return out, nil
+	case m.IsBool():
+		if v, _ := m.ToBool(); v {
+			return int64(1), nil
+		}
+		return nil, nil
+	case m.IsFloat64():
+		f, err := m.ToFloat64()
+		if err != nil {
+			return nil, badReply(err)
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+	v, err := m.ToAny() // verbatim strings, big numbers
+	if s, ok := v.(string); ok && err == nil {
+		return s, nil
+	}
+	return nil, badReply(err)
+}
+
+var errUnexpected = errors.New("rueidis: unexpected reply type")
+
+func badReply(err error) error {
+	if err == nil {
+		err = errUnexpected
+	}
+	return &backend.Error{Kind: &backend.ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
+}
+
+func wrap(ctx context.Context, err error) error {
+	return backend.Wrap(ctx, err,
+		func(err error) bool {
+			return errors.Is(err, rd.ErrClosing) || errors.Is(err, rd.ErrDedicatedClientRecycled)
+		},
+		func(err error) (string, bool) {
+			if re, ok := rd.IsRedisErr(err); ok {
+				return re.Error(), true
+			}
+			return "", false
+		})
+}

@@ -1,0 +1,103 @@
+package contracttest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// The benchmarks compare an uncontended TryLock+Release with the physical
+// floor on the same driver and server: SET NX PX, then an EVALSHA
+// compare-and-delete — the two round trips any safe lock must cost.
+//
+//	go test -run '^$' -bench Mutex -count 5 ./contract_test/ | tee new.txt
+//	benchstat new.txt
+//
+// They run against a real redis-server on loopback (started by the
+// benchmark), because miniredis's speed says nothing about Redis's.
+
+// casDel is the floor's release: compare-and-delete.
+var casDel = backend.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func benchGoRedis(b *testing.B) (*redis.Client, backend.Backend) {
+	s := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+	b.Cleanup(func() { c.Close() })
+	return c, goredis.New(c)
+}
+
+// keyNames makes distinct key names, so that the benchmark measures the
+// uncontended path.
+var keySeq atomic.Int64
+
+func nextName() string { return fmt.Sprintf("k%d", keySeq.Add(1)) }
+
+// runG runs op b.N times in all, spread over exactly g goroutines.
+func runG(b *testing.B, g int, op func()) {
+	b.ReportAllocs()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				op()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func benchMutex(b *testing.B, be backend.Backend, g int) {
+	ctx := context.Background()
+	runG(b, g, func() {
+		m, err := primitives.NewMutex(be, nextName(), primitives.WithAutoExtend(false))
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+func benchGoRedisFloor(b *testing.B, c *redis.Client, be backend.Backend, g int) {
+	ctx := context.Background()
+	runG(b, g, func() {
+		key := "latch:{" + nextName() + "}"
+		tok := "0123456789abcdef0123456789abcdef"
+		ok, err := c.SetNX(ctx, key, tok, 10*time.Second).Result()
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if _, err := be.Eval(ctx, casDel, []string{key}, []string{tok}); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkMutexGoRedis: from one goroutine, and from 64 on distinct keys.
+func BenchmarkMutexGoRedis(b *testing.B) {
+	c, be := benchGoRedis(b)
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("TryLockRelease/g=%d", g), func(b *testing.B) { benchMutex(b, be, g) })
+		b.Run(fmt.Sprintf("Floor/g=%d", g), func(b *testing.B) { benchGoRedisFloor(b, c, be, g) })
+	}
+}
