@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+)
+
+// target is where latchctl connects: -addr, or an embedded miniredis.
+type target struct {
+	addr   string // empty: embedded
+	driver string // goredis or rueidis
+	mini   *miniredis.Miniredis
+}
+
+// open starts the embedded server when no address was given.
+func (t *target) open() error {
+	switch t.driver {
+	case "goredis", "rueidis":
+	default:
+		return fmt.Errorf("%w: -driver %q: want goredis or rueidis", errUsage, t.driver)
+	}
+	if t.addr == "" {
+		m, err := miniredis.Run()
+		if err != nil {
+			return err
+		}
+		t.mini = m
+	}
+	return nil
+}
+
+func (t *target) address() string {
+	if t.mini != nil {
+		return t.mini.Addr()
+	}
+	return t.addr
+}
+
+// describe names the server for reports.
+func (t *target) describe() string {
+	if t.mini != nil {
+		return "embedded miniredis"
+	}
+	return t.addr
+}
+
+// client opens one client (its own connections, like a separate process)
+// as a backend, and a function that runs one plain command for the demo's
+// data. close releases it.
+func (t *target) client(ctx context.Context) (backend.Backend, func(context.Context, ...string) (any, error), func(), error) {
+	if t.driver == "rueidis" {
+		c, err := rd.NewClient(rd.ClientOption{
+			InitAddress:  []string{t.address()},
+			DisableCache: t.mini != nil, // miniredis: no CLIENT TRACKING
+			AlwaysRESP2:  t.mini != nil, // miniredis: RESP3 pub/sub quirk
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		do := func(ctx context.Context, args ...string) (any, error) {
+			v, err := c.Do(ctx, c.B().Arbitrary(args...).Build()).ToAny()
+			if rd.IsRedisNil(err) {
+				return nil, nil
+			}
+			return v, err
+		}
+		return lrueidis.New(c), do, c.Close, nil
+	}
+	c := redis.NewClient(&redis.Options{
+		Addr:                  t.address(),
+		ContextTimeoutEnabled: true, // otherwise go-redis ignores ctx deadlines
+		DialTimeout:           2 * time.Second,
+		PoolSize:              32,
+	})
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, nil, nil, fmt.Errorf("connect to %s: %w", t.address(), err)
+	}
+	do := func(ctx context.Context, args ...string) (any, error) {
+		a := make([]any, len(args))
+		for i, s := range args {
+			a[i] = s
+		}
+		v, err := c.Do(ctx, a...).Result()
+		if err == redis.Nil {
+			return nil, nil
+		}
+		return v, err
+	}
+	return goredis.New(c), do, func() { c.Close() }, nil
+}
+
+func (t *target) close() {
+	if t.mini != nil {
+		t.mini.Close()
+	}
+}

@@ -1,0 +1,76 @@
+// Command latchctl runs latchkit against a Redis: the marketplace demo, and
+// (as they are added) tools to benchmark and inspect primitives.
+//
+//	latchctl demo [-addr host:port] [-driver goredis|rueidis] ...
+//
+// Without -addr it starts an embedded Redis (miniredis) in-process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+// command is one latchctl subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"demo", "run the marketplace demo and check its invariants", runDemo},
+}
+
+// errUsage marks bad flags or arguments: exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			err := c.run(ctx, args[1:], stdout, stderr)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				fmt.Fprintln(stderr, "latchctl:", err)
+				return 2
+			default:
+				fmt.Fprintln(stderr, "latchctl:", err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "latchctl: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: latchctl <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'latchctl <command> -h' for the command's flags.")
+}
