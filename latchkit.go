@@ -109,7 +109,8 @@ type Request struct {
 	// over several backends (Redlock) it is the first of them.
 	Backend backend.Backend
 	// Channels are the release channels a waiter may subscribe to in order
-	// to be woken when the primitive may have become free.
+	// to be woken when the primitive may have become free. The slice may be
+	// shared between requests: read it, never modify it.
 	Channels []string
 	// Try is set for a single attempt (TryLock, TryAcquire): middleware must
 	// not wait or retry.

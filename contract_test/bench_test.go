@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -99,5 +101,38 @@ func BenchmarkMutexGoRedis(b *testing.B) {
 	for _, g := range []int{1, 64} {
 		b.Run(fmt.Sprintf("TryLockRelease/g=%d", g), func(b *testing.B) { benchMutex(b, be, g) })
 		b.Run(fmt.Sprintf("Floor/g=%d", g), func(b *testing.B) { benchGoRedisFloor(b, c, be, g) })
+	}
+}
+
+func benchRueidis(b *testing.B) (rd.Client, backend.Backend) {
+	s := redistest.Start(b)
+	c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{s.Addr}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c, lrueidis.New(c)
+}
+
+func benchRueidisFloor(b *testing.B, c rd.Client, be backend.Backend, g int) {
+	ctx := context.Background()
+	runG(b, g, func() {
+		key := "latch:{" + nextName() + "}"
+		tok := "0123456789abcdef0123456789abcdef"
+		if err := c.Do(ctx, c.B().Set().Key(key).Value(tok).Nx().Px(10*time.Second).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := be.Eval(ctx, casDel, []string{key}, []string{tok}); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkMutexRueidis: as BenchmarkMutexGoRedis, through rueidis.
+func BenchmarkMutexRueidis(b *testing.B) {
+	c, be := benchRueidis(b)
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("TryLockRelease/g=%d", g), func(b *testing.B) { benchMutex(b, be, g) })
+		b.Run(fmt.Sprintf("Floor/g=%d", g), func(b *testing.B) { benchRueidisFloor(b, c, be, g) })
 	}
 }

@@ -45,8 +45,10 @@ type lease struct {
 	token string
 	fence int64
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	// parent lends its values (not its cancellation) to Context, which is
+	// made on first use: most callers never ask for it.
+	parent     context.Context
+	autoExtend bool
 
 	// renew serializes Extend and the watchdog's renewals, so that a
 	// renewal computed with the old TTL cannot undo an Extend.
@@ -55,9 +57,12 @@ type lease struct {
 	mu       sync.Mutex
 	ttl      time.Duration // what renewals extend by
 	deadline time.Time
-	done     bool        // released, or known lost
-	released bool        // Release succeeded or found it lost
-	timer    *time.Timer // without auto-extend: cancels ctx at deadline
+	done     bool  // released, or known lost
+	cause    error // why it is done
+	released bool  // Release succeeded or found it lost
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // without auto-extend, once ctx exists: ends it at deadline
 	dog      *dog        // the running watchdog, if any
 }
 
@@ -71,25 +76,52 @@ type dog struct {
 // newLease starts a lease granted by an attempt that began at start.
 // parent's values (not its cancellation) are inherited by Context.
 func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, ttl time.Duration, start time.Time, autoExtend bool) *lease {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence,
-		ctx: ctx, cancel: cancel, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
+		parent: parent, autoExtend: autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
 	if autoExtend {
 		l.startWatchdogLocked()
-	} else {
-		// The timer may fire at once (a grant slower than its TTL): let
-		// expire wait until the field is set.
-		l.mu.Lock()
-		l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
-		l.mu.Unlock()
 	}
 	return l
 }
 
-func (l *lease) Name() string             { return l.name }
-func (l *lease) Token() string            { return l.token }
-func (l *lease) Fence() int64             { return l.fence }
-func (l *lease) Context() context.Context { return l.ctx }
+func (l *lease) Name() string  { return l.name }
+func (l *lease) Token() string { return l.token }
+func (l *lease) Fence() int64  { return l.fence }
+
+// Context is made on first call. Without auto-extend it ends when the TTL
+// runs out by the client's reckoning (a timer); with it, when a renewal
+// fails. Either way it ends on Release.
+func (l *lease) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(l.parent))
+		switch {
+		case l.done:
+			l.cancel(l.cause)
+		case !l.autoExtend:
+			l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+		}
+	}
+	return l.ctx
+}
+
+// end marks the lease done for cause and ends its Context, if it has one.
+func (l *lease) end(cause error) {
+	l.mu.Lock()
+	if l.cause == nil {
+		l.cause = cause
+	}
+	l.done = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	cancel, first := l.cancel, l.cause
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(first)
+	}
+}
 
 func (l *lease) opErr(op string, err error) error {
 	return &latchkit.OpError{Op: op, Kind: l.kind, Name: l.name, Err: err}
@@ -162,17 +194,13 @@ func (l *lease) Release(ctx context.Context) error {
 		return l.opErr("release", err)
 	}
 	l.mu.Lock()
-	l.done = true
 	l.released = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
 	l.mu.Unlock()
 	if !held {
-		l.cancel(latchkit.ErrLeaseLost)
+		l.end(latchkit.ErrLeaseLost)
 		return l.opErr("release", latchkit.ErrLeaseLost)
 	}
-	l.cancel(errReleased)
+	l.end(errReleased)
 	return nil
 }
 
@@ -180,15 +208,7 @@ func (l *lease) Release(ctx context.Context) error {
 var errReleased = errors.New("latchkit: lease released")
 
 // lose marks the lease lost and ends its context.
-func (l *lease) lose(cause error) {
-	l.mu.Lock()
-	l.done = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.mu.Unlock()
-	l.cancel(cause)
-}
+func (l *lease) lose(cause error) { l.end(cause) }
 
 // expire ends the context of a lease without auto-extend at its deadline.
 func (l *lease) expire() {
@@ -202,7 +222,7 @@ func (l *lease) expire() {
 
 // startWatchdogLocked starts renewals.
 func (l *lease) startWatchdogLocked() {
-	ctx, cancel := context.WithCancel(l.ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	d := &dog{ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
 	l.dog = d
 	go l.watchdog(d)

@@ -81,6 +81,7 @@ type mutex struct {
 	cfg     config
 	keys    []string // lock, fence, marker
 	channel string
+	chans   []string // {channel}, shared by every Request (read-only)
 	ttlArg  string
 }
 
@@ -106,6 +107,7 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 		b: b, name: name, cfg: cfg,
 		keys:    []string{base, base + ":fence", base + ":released"},
 		channel: base + ":rel",
+		chans:   []string{base + ":rel"},
 		ttlArg:  ms(cfg.ttl),
 	}, nil
 }
@@ -121,7 +123,7 @@ func (m *mutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
 	req := &latchkit.Request{
 		Name: m.name, Kind: kind, TTL: m.cfg.ttl, Backend: m.b,
-		Channels: []string{m.channel}, Try: try, Owner: ownerFrom(ctx),
+		Channels: m.chans, Try: try, Owner: ownerFrom(ctx),
 	}
 	token := newToken()
 	attempt := func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {

@@ -28,6 +28,8 @@ type config struct {
 	prefix     string
 
 	waiterTimeout time.Duration
+
+	stack []latchkit.Middleware // mws, then wake-on-release and retry
 }
 
 // WithTTL sets the lease time (default 10s). It must be at least 1ms.
@@ -101,18 +103,35 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("prefix %q contains '{' or '}'", c.prefix)
 	}
 	if c.retry == nil {
-		c.retry = retry.Exponential()
+		c.retry = defaultRetry
 	}
+	c.build()
 	return c, nil
 }
+
+// use adds m after the user's middleware, before the built-in ones.
+func (c *config) use(m latchkit.Middleware) {
+	c.mws = append(c.mws[:len(c.mws):len(c.mws)], m)
+	c.build()
+}
+
+func (c *config) build() {
+	c.stack = make([]latchkit.Middleware, 0, len(c.mws)+2)
+	c.stack = append(c.stack, c.mws...)
+	c.stack = append(c.stack, wakeOnRelease, retry.Middleware(c.retry))
+}
+
+// The defaults are built once: policies and middleware are immutable
+// values, safe to share.
+var (
+	defaultRetry  = retry.Exponential()
+	wakeOnRelease = pubsub.WakeOnRelease()
+)
 
 // chain is the acquisition path of a primitive: the user's middleware
 // outermost, then wake-on-release and retry, then one attempt.
 func (c *config) chain(attempt latchkit.Acquire) latchkit.Acquire {
-	mws := make([]latchkit.Middleware, 0, len(c.mws)+2)
-	mws = append(mws, c.mws...)
-	mws = append(mws, pubsub.WakeOnRelease(), retry.Middleware(c.retry))
-	return latchkit.Chain(attempt, mws...)
+	return latchkit.Chain(attempt, c.stack...)
 }
 
 // keyBase is the hash-tagged root of a primitive's keys: prefix{name}. The

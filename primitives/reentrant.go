@@ -23,7 +23,7 @@ func NewReentrantMutex(b backend.Backend, name string, opts ...Option) (Mutex, e
 	if err != nil {
 		return nil, err
 	}
-	m.cfg.mws = append(m.cfg.mws[:len(m.cfg.mws):len(m.cfg.mws)], middleware.Reentrant())
+	m.cfg.use(middleware.Reentrant())
 	return &reentrantMutex{m}, nil
 }
 
