@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,7 +122,7 @@ func testFairLimit(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 2*time.Minute)
 	clients := []backend.Backend{h.NewClient(t).Backend, h.NewClient(t).Backend}
-	var holders, peak atomic.Int32
+	var holders gauge
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
 		s, _ := primitives.NewFairSemaphore(clients[g%2], "l", limit, primitives.WithPrefix(p))
@@ -136,25 +135,18 @@ func testFairLimit(t *testing.T, h Harness) {
 					t.Error(err)
 					return
 				}
-				n := holders.Add(1)
-				if n > limit {
+				if n := holders.enter(); n > limit {
 					t.Errorf("%d holders, limit %d", n, limit)
 				}
-				for {
-					m := peak.Load()
-					if n <= m || peak.CompareAndSwap(m, n) {
-						break
-					}
-				}
 				time.Sleep(10 * time.Millisecond)
-				holders.Add(-1)
+				holders.leave()
 				l.Release(ctx)
 			}
 		}()
 	}
 	wg.Wait()
-	if peak.Load() != limit {
-		t.Errorf("peak %d, want %d", peak.Load(), limit)
+	if holders.peak.Load() != limit {
+		t.Errorf("peak %d, want %d", holders.peak.Load(), limit)
 	}
 	if n := queueLen(t, clients[0], p, "l"); n != 0 {
 		t.Errorf("%d tickets left in the queue", n)

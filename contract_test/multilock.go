@@ -3,7 +3,6 @@ package contracttest
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -54,17 +53,7 @@ func testMultiOverlap(t *testing.T, h Harness) {
 					t.Errorf("fences %v for names %v", fences, names)
 				}
 				for _, n := range names {
-					key := p + "count:" + n
-					v, err := b.Eval(ctx, cmdScript, []string{key}, []string{"GET"})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					c := int64(0)
-					if s, ok := v.(string); ok {
-						c, _ = strconv.ParseInt(s, 10, 64)
-					}
-					if _, err := b.Eval(ctx, cmdScript, []string{key}, []string{"SET", strconv.FormatInt(c+1, 10)}); err != nil {
+					if err := incr(ctx, b, p+"count:"+n, 0); err != nil {
 						t.Error(err)
 						return
 					}

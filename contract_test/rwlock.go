@@ -35,7 +35,8 @@ func testRWExclusion(t *testing.T, h Harness) {
 	clients := []backend.Backend{h.NewClient(t).Backend, h.NewClient(t).Backend, h.NewClient(t).Backend}
 	ctx := ctxT(t, 3*time.Minute)
 	counter := p + "counter"
-	var readers, writers, maxReaders atomic.Int32
+	var readers gauge
+	var writers atomic.Int32
 	var writes atomic.Int64
 	var wg sync.WaitGroup
 	for g := 0; g < 12; g++ {
@@ -55,16 +56,10 @@ func testRWExclusion(t *testing.T, h Harness) {
 						t.Error(err)
 						return
 					}
-					if n := writers.Add(1); n != 1 || readers.Load() != 0 {
-						t.Errorf("writer overlaps: %d writers, %d readers", n, readers.Load())
+					if n := writers.Add(1); n != 1 || readers.n.Load() != 0 {
+						t.Errorf("writer overlaps: %d writers, %d readers", n, readers.n.Load())
 					}
-					v, _ := b.Eval(ctx, cmdScript, []string{counter}, []string{"GET"})
-					n := int64(0)
-					if s, ok := v.(string); ok {
-						n, _ = strconv.ParseInt(s, 10, 64)
-					}
-					time.Sleep(time.Millisecond)
-					if _, err := b.Eval(ctx, cmdScript, []string{counter}, []string{"SET", strconv.FormatInt(n+1, 10)}); err != nil {
+					if err := incr(ctx, b, counter, time.Millisecond); err != nil {
 						t.Error(err)
 					}
 					writes.Add(1)
@@ -80,18 +75,12 @@ func testRWExclusion(t *testing.T, h Harness) {
 					t.Error(err)
 					return
 				}
-				n := readers.Add(1)
+				readers.enter()
 				if writers.Load() != 0 {
 					t.Errorf("reader overlaps a writer")
 				}
-				for {
-					m := maxReaders.Load()
-					if n <= m || maxReaders.CompareAndSwap(m, n) {
-						break
-					}
-				}
 				time.Sleep(3 * time.Millisecond)
-				readers.Add(-1)
+				readers.leave()
 				if err := l.Release(ctx); err != nil {
 					t.Error(err)
 					return
@@ -103,10 +92,10 @@ func testRWExclusion(t *testing.T, h Harness) {
 	if got := do(t, clients[0], "GET", counter); got != strconv.FormatInt(writes.Load(), 10) {
 		t.Errorf("counter %v after %d writes: two writers overlapped", got, writes.Load())
 	}
-	if maxReaders.Load() < 2 {
-		t.Errorf("readers never overlapped (max %d at once)", maxReaders.Load())
+	if readers.peak.Load() < 2 {
+		t.Errorf("readers never overlapped (max %d at once)", readers.peak.Load())
 	}
-	t.Logf("max %d readers at once", maxReaders.Load())
+	t.Logf("max %d readers at once", readers.peak.Load())
 }
 
 // testRWWriterNotStarved: with 8 readers re-acquiring in a tight loop (each

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ func testSemaphoreLimit(t *testing.T, h Harness) {
 		clients[i] = h.NewClient(t).Backend
 	}
 	ctx := ctxT(t, 3*time.Minute)
-	var holders, peak atomic.Int32
+	var holders gauge
 	var fences sync.Map
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
@@ -52,15 +51,8 @@ func testSemaphoreLimit(t *testing.T, h Harness) {
 					t.Error(err)
 					return
 				}
-				n := holders.Add(1)
-				if n > limit {
+				if n := holders.enter(); n > limit {
 					t.Errorf("%d holders at once, limit %d", n, limit)
-				}
-				for {
-					p := peak.Load()
-					if n <= p || peak.CompareAndSwap(p, n) {
-						break
-					}
 				}
 				if _, dup := fences.LoadOrStore(l.Fence(), true); dup {
 					t.Errorf("fence %d granted twice", l.Fence())
@@ -68,7 +60,7 @@ func testSemaphoreLimit(t *testing.T, h Harness) {
 				// Holds long against a script on a slow server (miniredis under -race
 				// runs about one script per ms), so that the limit is what binds.
 				time.Sleep(10*time.Millisecond + time.Duration(rand.IntN(20000))*time.Microsecond)
-				holders.Add(-1)
+				holders.leave()
 				if err := l.Release(ctx); err != nil {
 					t.Error(err)
 					return
@@ -77,8 +69,8 @@ func testSemaphoreLimit(t *testing.T, h Harness) {
 		}()
 	}
 	wg.Wait()
-	if peak.Load() != limit {
-		t.Errorf("peak holders %d, want the limit %d to be fully used", peak.Load(), limit)
+	if holders.peak.Load() != limit {
+		t.Errorf("peak holders %d, want the limit %d to be fully used", holders.peak.Load(), limit)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,6 +366,36 @@ func testSubscriptionDropped(t *testing.T, h Harness) {
 	}
 }
 
+// gauge counts the holders inside a critical section and keeps the peak.
+type gauge struct{ n, peak atomic.Int32 }
+
+// enter counts one more holder and returns how many are inside now.
+func (g *gauge) enter() int32 {
+	n := g.n.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+	return n
+}
+
+func (g *gauge) leave() { g.n.Add(-1) }
+
+// incr adds one to the counter at key by a plain GET, then a SET: not
+// atomic on purpose, so that two holders at once lose an update. pause runs
+// between the read and the write, to widen that window.
+func incr(ctx context.Context, b backend.Backend, key string, pause time.Duration) error {
+	v, err := b.Eval(ctx, cmdScript, []string{key}, []string{"GET"})
+	if err != nil {
+		return err
+	}
+	n := int64(0)
+	if s, ok := v.(string); ok {
+		n, _ = strconv.ParseInt(s, 10, 64)
+	}
+	time.Sleep(pause)
+	_, err = b.Eval(ctx, cmdScript, []string{key}, []string{"SET", strconv.FormatInt(n+1, 10)})
+	return err
+}
+
 var idSeq atomic.Int64
 
 // newID returns a string unique within the process run.
@@ -427,16 +458,7 @@ func testMutexExclusion(t *testing.T, h Harness) {
 				mu.Lock()
 				fences = append(fences, l.Fence())
 				mu.Unlock()
-				v, err := b.Eval(ctx, cmdScript, []string{counter}, []string{"GET"})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				n := int64(0)
-				if s, ok := v.(string); ok {
-					fmt.Sscan(s, &n)
-				}
-				if _, err := b.Eval(ctx, cmdScript, []string{counter}, []string{"SET", fmt.Sprint(n + 1)}); err != nil {
+				if err := incr(ctx, b, counter, 0); err != nil {
 					t.Error(err)
 					return
 				}

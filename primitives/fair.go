@@ -119,7 +119,9 @@ type fairSemaphore struct {
 	cfg     config
 	keys    []string
 	channel string
-	args    []string // ttl, limit, waiter timeout
+	chans   []string // {channel}
+	args    []string // ttl, limit, waiter timeout, "0": a waiting attempt
+	tryArgs []string // the same, ending "1": a Try leaves no ticket
 }
 
 // NewFairSemaphore returns a semaphore of limit permits that grants them in
@@ -174,7 +176,9 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 		keys: []string{base + ":queue", base + ":alive", base + ":tickets",
 			base + ":fence", base + ":holders", base + ":released"},
 		channel: base + ":rel",
-		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout)},
+		chans:   []string{base + ":rel"},
+		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0"},
+		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1"},
 	}, nil
 }
 
@@ -187,40 +191,18 @@ func (s *fairSemaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) 
 }
 
 func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	req := &latchkit.Request{
-		Name: s.name, Kind: s.kind, TTL: s.cfg.ttl, Backend: s.b,
-		Channels: []string{s.channel}, Try: try, Owner: ownerFrom(ctx),
-	}
-	token := newToken()
-	tryArg := "0"
+	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
+		attempt: scriptAttempt(s.b, fairAcquire, s.keys, s.args, s, &s.cfg),
+		abandon: func(ctx context.Context, token string) {
+			_, _ = s.b.Eval(ctx, fairWithdraw, s.keys, []string{token, s.channel})
+		}}
 	if try {
-		tryArg = "1"
+		a.attempt = scriptAttempt(s.b, fairAcquire, s.keys, s.tryArgs, s, &s.cfg)
 	}
-	args := []string{token, s.args[0], s.args[1], s.args[2], tryArg}
-	l, err := s.cfg.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		req.Attempts++
-		start := time.Now()
-		v, err := s.b.Eval(ctx, fairAcquire, s.keys, args)
-		if err != nil {
-			return nil, scriptErr(err)
-		}
-		return grant(ctx, req, v, s, token, start, s.cfg)
-	})(ctx, req)
-	if err != nil {
-		if !try && req.Attempts > 0 {
-			// Give the place up at once rather than hold up the queue
-			// until the waiter timeout.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_, _ = s.b.Eval(wctx, fairWithdraw, s.keys, []string{token, s.channel})
-			cancel()
-		}
-		op := "acquire"
-		if s.kind == latchkit.KindFairMutex {
-			op = "lock"
-		}
-		return nil, opErr(op, s.kind, s.name, err)
+	if s.kind == latchkit.KindFairMutex {
+		a.op = "lock"
 	}
-	return l, nil
+	return s.cfg.acquire(ctx, s.b, a)
 }
 
 func (s *fairSemaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {

@@ -162,32 +162,23 @@ func (ml *multiLock) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (ml *multiLock) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	req := &latchkit.Request{
-		Name: ml.label, Kind: latchkit.KindMultiLock, TTL: ml.cfg.ttl, Backend: ml.b,
-		Channels: ml.channels, Try: try, Owner: ownerFrom(ctx),
-	}
-	token := newToken()
-	l, err := ml.cfg.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		req.Attempts++
-		start := time.Now()
-		fences, err := ml.attempt(ctx, req, token)
-		if err != nil {
-			return nil, err
-		}
-		top := slices.Max(fences)
-		byName := make(map[string]int64, len(fences))
-		for i, n := range ml.names {
-			byName[n] = fences[i]
-		}
-		return &multiLease{
-			lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, token, top, ml.cfg.ttl, start, ml.cfg.autoExtend),
-			fences: byName,
-		}, nil
-	})(ctx, req)
-	if err != nil {
-		return nil, opErr("lock", latchkit.KindMultiLock, ml.label, err)
-	}
-	return l, nil
+	return ml.cfg.acquire(ctx, ml.b, acquisition{op: "lock", kind: latchkit.KindMultiLock, name: ml.label, chans: ml.channels, try: try,
+		attempt: func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
+			req.Attempts++
+			start := time.Now()
+			fences, err := ml.attempt(ctx, req, token)
+			if err != nil {
+				return nil, err
+			}
+			byName := make(map[string]int64, len(fences))
+			for i, n := range ml.names {
+				byName[n] = fences[i]
+			}
+			return &multiLease{
+				lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, token, slices.Max(fences), ml.cfg.ttl, start, ml.cfg.autoExtend),
+				fences: byName,
+			}, nil
+		}})
 }
 
 // attempt takes every name or none, returning each name's fence.

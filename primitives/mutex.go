@@ -121,19 +121,7 @@ func (m *mutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
-	req := &latchkit.Request{
-		Name: m.name, Kind: kind, TTL: m.cfg.ttl, Backend: m.b,
-		Channels: m.chans, Try: try, Owner: ownerFrom(ctx),
-	}
-	token := newToken()
-	attempt := func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		return m.attempt(ctx, req, token)
-	}
-	l, err := m.cfg.chain(attempt)(ctx, req)
-	if err != nil {
-		return nil, opErr("lock", kind, m.name, err)
-	}
-	return l, nil
+	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: m.chans, try: try, attempt: m.attempt})
 }
 
 // attempt runs the acquire script once.

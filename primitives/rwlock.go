@@ -161,6 +161,7 @@ type rwlock struct {
 	cfg     config
 	keys    []string
 	channel string
+	chans   []string // {channel}
 	ttlArg  string
 	intent  string
 }
@@ -184,6 +185,7 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 		keys: []string{base + ":readers", base + ":writer", base + ":waiting",
 			base + ":fence", base + ":fences", base + ":released"},
 		channel: base + ":rel",
+		chans:   []string{base + ":rel"},
 		ttlArg:  ms(cfg.ttl),
 		intent:  ms(cfg.waiterTimeout),
 	}, nil
@@ -206,41 +208,19 @@ func (rw *rwlock) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (rw *rwlock) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
-	req := &latchkit.Request{
-		Name: rw.name, Kind: kind, TTL: rw.cfg.ttl, Backend: rw.b,
-		Channels: []string{rw.channel}, Try: try, Owner: ownerFrom(ctx),
-	}
-	token := newToken()
-	var h holder = rwReader{rw}
-	script, args := rwRead, []string{token, rw.ttlArg}
+	a := acquisition{op: "lock", kind: kind, name: rw.name, chans: rw.chans, try: try,
+		attempt: scriptAttempt(rw.b, rwRead, rw.keys, []string{rw.ttlArg}, rwReader{rw}, &rw.cfg)}
 	if kind == latchkit.KindWriteLock {
-		h = rwWriter{rw}
 		intent := rw.intent
 		if try {
-			intent = "0"
+			intent = "0" // a TryLock does not queue
 		}
-		script, args = rwWrite, []string{token, rw.ttlArg, intent}
+		a.attempt = scriptAttempt(rw.b, rwWrite, rw.keys, []string{rw.ttlArg, intent}, rwWriter{rw}, &rw.cfg)
+		a.abandon = func(ctx context.Context, token string) {
+			_, _ = rw.b.Eval(ctx, rwWithdraw, rw.keys, []string{token, rw.channel})
+		}
 	}
-	l, err := rw.cfg.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		req.Attempts++
-		start := time.Now()
-		v, err := rw.b.Eval(ctx, script, rw.keys, args)
-		if err != nil {
-			return nil, scriptErr(err)
-		}
-		return grant(ctx, req, v, h, token, start, rw.cfg)
-	})(ctx, req)
-	if err != nil {
-		if kind == latchkit.KindWriteLock && !try && req.Attempts > 0 {
-			// Take back the intent at once rather than let it keep
-			// readers out until it times out.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_, _ = rw.b.Eval(wctx, rwWithdraw, rw.keys, []string{token, rw.channel})
-			cancel()
-		}
-		return nil, opErr("lock", kind, rw.name, err)
-	}
-	return l, nil
+	return rw.cfg.acquire(ctx, rw.b, a)
 }
 
 type rwReader struct{ *rwlock }

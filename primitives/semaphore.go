@@ -124,6 +124,7 @@ type semaphore struct {
 	cfg     config
 	keys    []string
 	channel string
+	chans   []string // {channel}
 	args    []string // ttl, limit
 }
 
@@ -158,6 +159,7 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    []string{base, base + ":fence", base + ":fences", base + ":released"},
 		channel: base + ":rel",
+		chans:   []string{base + ":rel"},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit)},
 	}, nil
 }
@@ -171,24 +173,8 @@ func (s *semaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (s *semaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	req := &latchkit.Request{
-		Name: s.name, Kind: s.kind, TTL: s.cfg.ttl, Backend: s.b,
-		Channels: []string{s.channel}, Try: try, Owner: ownerFrom(ctx),
-	}
-	token := newToken()
-	l, err := s.cfg.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		req.Attempts++
-		start := time.Now()
-		v, err := s.b.Eval(ctx, semAcquire, s.keys, []string{token, s.args[0], s.args[1]})
-		if err != nil {
-			return nil, scriptErr(err)
-		}
-		return grant(ctx, req, v, s, token, start, s.cfg)
-	})(ctx, req)
-	if err != nil {
-		return nil, opErr("acquire", s.kind, s.name, err)
-	}
-	return l, nil
+	return s.cfg.acquire(ctx, s.b, acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
+		attempt: scriptAttempt(s.b, semAcquire, s.keys, s.args, s, &s.cfg)})
 }
 
 func (s *semaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
