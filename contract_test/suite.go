@@ -57,9 +57,8 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // The suite inspects and arranges Redis state through the backend under
 // test itself: a script running one command on one key.
 var (
-	cmdScript  = backend.NewScript(`return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))`)
-	pubScript  = backend.NewScript(`return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
-	incrScript = backend.NewScript(`return redis.call('INCR', KEYS[1])`)
+	cmdScript = backend.NewScript(`return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))`)
+	pubScript = backend.NewScript(`return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
 )
 
 // do runs cmd on key with args.

@@ -255,7 +255,7 @@ func (l *lease) watchdog(d *dog) {
 	var lastErr error
 	for {
 		l.mu.Lock()
-		deadline, ttl := l.deadline, l.ttl
+		deadline := l.deadline
 		l.mu.Unlock()
 		wake := next
 		if deadline.Before(wake) {
@@ -274,7 +274,7 @@ func (l *lease) watchdog(d *dog) {
 		}
 		l.renew.Lock()
 		l.mu.Lock()
-		ttl = l.ttl // an Extend may have changed it meanwhile
+		ttl := l.ttl // read under renew: an Extend may have just changed it
 		deadline = l.deadline
 		l.mu.Unlock()
 		ctx, cancel := context.WithDeadline(d.ctx, deadline)

@@ -1,0 +1,10 @@
+package primitives
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// No lease watchdog or timer goroutine may outlive the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
