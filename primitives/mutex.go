@@ -102,12 +102,16 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	if err != nil {
 		return nil, err
 	}
+	// The keys share their prefixes, so four strings cost two allocations:
+	// the lock key is a prefix of the fence key, the channel of the marker.
 	base := keyBase(cfg.prefix, name)
+	fence, marker := base+":fence", base+":released"
+	k := &[4]string{fence[:len(base)], fence, marker, marker[:len(base)+len(":rel")]}
 	return &mutex{
 		b: b, name: name, cfg: cfg,
-		keys:    []string{base, base + ":fence", base + ":released"},
-		channel: base + ":rel",
-		chans:   []string{base + ":rel"},
+		keys:    k[:3],
+		channel: k[3],
+		chans:   k[3:],
 		ttlArg:  ms(cfg.ttl),
 	}, nil
 }

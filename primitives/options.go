@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"time"
 
@@ -116,6 +117,10 @@ func (c *config) use(m latchkit.Middleware) {
 }
 
 func (c *config) build() {
+	if len(c.mws) == 0 && isDefault(c.retry) {
+		c.stack = defaultStack
+		return
+	}
 	c.stack = make([]latchkit.Middleware, 0, len(c.mws)+2)
 	c.stack = append(c.stack, c.mws...)
 	c.stack = append(c.stack, wakeOnRelease, retry.Middleware(c.retry))
@@ -126,7 +131,14 @@ func (c *config) build() {
 var (
 	defaultRetry  = retry.Exponential()
 	wakeOnRelease = pubsub.WakeOnRelease()
+	defaultStack  = []latchkit.Middleware{wakeOnRelease, retry.Middleware(defaultRetry)}
 )
+
+// isDefault reports whether p is the default policy (the same function
+// value), so that the default stack can be shared.
+func isDefault(p retry.Policy) bool {
+	return reflect.ValueOf(p).Pointer() == reflect.ValueOf(defaultRetry).Pointer()
+}
 
 // chain is the acquisition path of a primitive: the user's middleware
 // outermost, then wake-on-release and retry, then one attempt.

@@ -118,9 +118,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server exited: %s%s", out.String(), s.Log())
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		_, err := s.Do(ctx, "PING")
-		cancel()
+		err := ping(s.Addr)
 		if err == nil {
 			return nil
 		}
@@ -130,6 +128,28 @@ func (s *Server) start() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// ping sends PING on a raw connection: a readiness probe that does not
+// make a client log every refused dial while the server starts.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
 }
 
 // Log returns the server's log so far.
