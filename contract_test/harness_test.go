@@ -100,7 +100,18 @@ func (h goredisHarness) client(addr string) *redis.Client {
 }
 
 func (h goredisHarness) NewClient(t testing.TB) contracttest.Client {
-	c := h.client(h.s.addr())
+	var c redis.UniversalClient
+	if cl, ok := h.s.(cluster); ok {
+		c = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 cl.c.Addrs,
+			ContextTimeoutEnabled: true,
+			DialTimeout:           time.Second,
+			DialerRetries:         1,
+			PoolSize:              64,
+		})
+	} else {
+		c = h.client(h.s.addr())
+	}
 	var n atomic.Int64
 	c.AddHook(countHook{&n})
 	t.Cleanup(func() { c.Close() })
@@ -172,8 +183,12 @@ type rueidisHarness struct {
 }
 
 func (h rueidisHarness) option(addr string) rd.ClientOption {
+	addrs := []string{addr}
+	if cl, ok := h.s.(cluster); ok {
+		addrs = cl.c.Addrs // rueidis finds out it is a cluster by itself
+	}
 	return rd.ClientOption{
-		InitAddress:  []string{addr},
+		InitAddress:  addrs,
 		DisableCache: h.mini,
 		AlwaysRESP2:  h.mini,
 	}
@@ -232,4 +247,29 @@ func TestRueidisMiniredis(t *testing.T) {
 
 func TestRueidisRedisServer(t *testing.T) {
 	contracttest.Run(t, rueidisHarness{s: newReal(t)})
+}
+
+// cluster is a 3-master Redis Cluster started by the test on loopback.
+type cluster struct{ c *redistest.Cluster }
+
+func newCluster(t testing.TB) cluster { return cluster{redistest.StartCluster(t, 3)} }
+
+func (c cluster) addr() string                 { return c.c.Addrs[0] }
+func (c cluster) advance(d time.Duration) bool { return false }
+
+func (c cluster) killSubscribers(t testing.TB) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %v", err)
+	}
+	return true
+}
+
+func TestGoRedisCluster(t *testing.T) {
+	contracttest.Run(t, goredisHarness{newCluster(t)})
+}
+
+func TestRueidisCluster(t *testing.T) {
+	contracttest.Run(t, rueidisHarness{s: newCluster(t)})
 }
