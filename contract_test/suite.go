@@ -419,6 +419,7 @@ func RunMutex(t *testing.T, h Harness) {
 		{"CommandsPerAcquisition", testCommandsPerAcquisition},
 		{"WaitersSurviveDroppedSubscription", testDroppedSubscriptionWaiters},
 		{"BadInput", testMutexBadInput},
+		{"OddNames", testOddNames},
 	})
 }
 
@@ -879,4 +880,57 @@ func testMutexBadInput(t *testing.T, h Harness) {
 		t.Errorf("Extend(0) changed the TTL from %d to %d", before, after)
 	}
 	l.Release(ctx)
+}
+
+// testOddNames: names that contain hash-tag braces, percent signs, spaces
+// or odd bytes work for every primitive. On a Cluster this shows that all
+// keys of one primitive still share one slot (a CROSSSLOT error fails it).
+func testOddNames(t *testing.T, h Harness) {
+	b := h.NewClient(t).Backend
+	ctx := ctxT(t, 20*time.Second)
+	p := prefix(t)
+	names := []string{"a}b{c", "{", "}", "{}", "}x{", "%7B", "with space", "ü\x00\xff"}
+	for _, n := range names {
+		var leases []latchkit.Lease
+		try := func(what string, l latchkit.Lease, err error) {
+			if err != nil {
+				t.Errorf("%s %q: %v", what, n, err)
+				return
+			}
+			leases = append(leases, l)
+		}
+		m, _ := primitives.NewMutex(b, n, primitives.WithPrefix(p))
+		l, err := m.TryLock(ctx)
+		try("mutex", l, err)
+		rw, _ := primitives.NewRWLock(b, n, primitives.WithPrefix(p))
+		l, err = rw.TryRLock(ctx)
+		try("rwlock", l, err)
+		s, _ := primitives.NewSemaphore(b, n, 2, primitives.WithPrefix(p))
+		l, err = s.TryAcquire(ctx)
+		try("semaphore", l, err)
+		fs, _ := primitives.NewFairSemaphore(b, n, 2, primitives.WithPrefix(p))
+		l, err = fs.TryAcquire(ctx)
+		try("fair semaphore", l, err)
+		for _, l := range leases {
+			if err := l.Extend(ctx, time.Minute); err != nil {
+				t.Errorf("extend %q: %v", n, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("release %q: %v", n, err)
+			}
+		}
+	}
+	// A MultiLock over all of them: one script on a single server, one name
+	// at a time on a Cluster.
+	ml, err := primitives.NewMultiLock(b, names, primitives.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ml.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("multilock over the odd names: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Error(err)
+	}
 }
