@@ -136,3 +136,45 @@ func BenchmarkMutexRueidis(b *testing.B) {
 		b.Run(fmt.Sprintf("Floor/g=%d", g), func(b *testing.B) { benchRueidisFloor(b, c, be, g) })
 	}
 }
+
+// BenchmarkRedlock: uncontended TryLock+Release over 5 redis-servers,
+// against a Mutex on one of them.
+func BenchmarkRedlock(b *testing.B) {
+	var bs []backend.Backend
+	for i := 0; i < 5; i++ {
+		s := redistest.Start(b)
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+		b.Cleanup(func() { c.Close() })
+		bs = append(bs, goredis.New(c))
+	}
+	ctx := context.Background()
+	run := func(b *testing.B, g int, newLock func(name string) (primitives.Mutex, error)) {
+		runG(b, g, func() {
+			m, err := newLock(nextName())
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := m.TryLock(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	for _, g := range []int{1, 64} {
+		b.Run(fmt.Sprintf("Redlock5/g=%d", g), func(b *testing.B) {
+			run(b, g, func(n string) (primitives.Mutex, error) {
+				// 64 goroutines x 5 instances on 2 cores: give each
+				// instance more than the default 100ms.
+				return primitives.NewRedlock(bs, n, primitives.WithAutoExtend(false), primitives.WithInstanceTimeout(time.Second))
+			})
+		})
+		b.Run(fmt.Sprintf("Mutex1/g=%d", g), func(b *testing.B) {
+			run(b, g, func(n string) (primitives.Mutex, error) {
+				return primitives.NewMutex(bs[0], n, primitives.WithAutoExtend(false))
+			})
+		})
+	}
+}

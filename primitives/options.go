@@ -28,7 +28,8 @@ type config struct {
 	retry      retry.Policy
 	prefix     string
 
-	waiterTimeout time.Duration
+	waiterTimeout   time.Duration
+	instanceTimeout time.Duration // Redlock; 0: derived from the ttl
 
 	stack []latchkit.Middleware // mws, then wake-on-release and retry
 }
@@ -58,6 +59,11 @@ func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
 // an abandoned waiter (its process gone) ever times out. It must be at
 // least 3ms.
 func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.waiterTimeout = d } }
+
+// WithInstanceTimeout bounds each call to one instance of a Redlock; it
+// must be far below the TTL (the default is a twentieth of it, between 5ms
+// and 100ms). Other primitives ignore it.
+func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.instanceTimeout = d } }
 
 // WithPrefix sets the key namespace (default "latch:"). It must not contain
 // '{' or '}', which would break the hash tag that keeps a primitive's keys in
@@ -98,6 +104,8 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("empty name")
 	case c.ttl < time.Millisecond:
 		return fail("ttl %v is below 1ms", c.ttl)
+	case c.instanceTimeout < 0:
+		return fail("instance timeout %v is negative", c.instanceTimeout)
 	case c.waiterTimeout < 3*time.Millisecond:
 		return fail("waiter timeout %v is below 3ms", c.waiterTimeout)
 	case strings.ContainsAny(c.prefix, "{}"):

@@ -1,0 +1,287 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+)
+
+// fenceRaise lifts an instance's fence counter to at least ARGV[1], so that
+// a quorum holds the fence a Redlock grant hands out.
+var fenceRaise = backend.NewScript(luaFence + `
+local bad = fence_of(KEYS[1]); if bad then return bad end
+local f = tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[1]) or '0') < f then redis.call('SET', KEYS[1], f) end
+return f`)
+
+type redlock struct {
+	bs      []backend.Backend
+	name    string
+	cfg     config
+	quorum  int
+	timeout time.Duration // per instance and call
+	m       *mutex        // keys, scripts and arguments, the same on every instance
+}
+
+// NewRedlock returns a Mutex over N independent Redis instances (the
+// Redlock algorithm): an attempt runs the Mutex's acquire script on every
+// instance in parallel, each bounded by a per-instance timeout far below the
+// TTL, and is granted when a quorum (N/2+1) agreed and time is left: the
+// validity, TTL minus the attempt's time minus a drift allowance, must be
+// positive. A failed attempt releases the lock on every instance, those that
+// did not answer included. Extend (and auto-extend) needs a quorum too;
+// losing it ends the lease's Context. Backends may use different drivers.
+//
+// Fence is monotonic across grants although each instance counts on its
+// own: a grant takes the highest counter of its quorum and raises every
+// member of the quorum below it (no extra round trip when they agree). Any
+// two quorums share an instance, so a later grant sees a counter at least
+// as high. This holds while no more than N-quorum instances lose their data
+// at once.
+//
+// The per-instance timeout is WithInstanceTimeout, by default a twentieth of
+// the TTL between 5ms and 100ms. Release messages are awaited on the first
+// backend; when it is down,
+// waiters fall back to their timers.
+func NewRedlock(bs []backend.Backend, name string, opts ...Option) (Mutex, error) {
+	var first backend.Backend
+	if len(bs) > 0 {
+		first = bs[0]
+	}
+	m, err := newMutex(latchkit.KindRedlock, first, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(bs) == 0 {
+		return nil, invalid("new", latchkit.KindRedlock, name, "no backends")
+	}
+	for i, b := range bs {
+		if b == nil {
+			return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is nil", i)
+		}
+		for _, o := range bs[:i] {
+			if t := reflect.TypeOf(b); t.Comparable() && reflect.TypeOf(o) == t && o == b {
+				return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is given twice: the quorum would count it twice", i)
+			}
+		}
+	}
+	timeout := m.cfg.instanceTimeout
+	if timeout == 0 {
+		timeout = min(max(m.cfg.ttl/20, 5*time.Millisecond), 100*time.Millisecond)
+	}
+	if timeout >= m.cfg.ttl {
+		return nil, invalid("new", latchkit.KindRedlock, name, "instance timeout %v is not below the ttl %v", timeout, m.cfg.ttl)
+	}
+	return &redlock{bs: slices.Clone(bs), name: name, cfg: m.cfg, quorum: len(bs)/2 + 1, timeout: timeout, m: m}, nil
+}
+
+func (r *redlock) Lock(ctx context.Context) (latchkit.Lease, error) { return r.acquire(ctx, false) }
+
+func (r *redlock) TryLock(ctx context.Context) (latchkit.Lease, error) { return r.acquire(ctx, true) }
+
+func (r *redlock) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
+	return r.cfg.acquire(ctx, r.bs[0], acquisition{op: "lock", kind: latchkit.KindRedlock, name: r.name,
+		chans: r.m.chans, try: try, attempt: r.attempt})
+}
+
+// each runs f on every instance in parallel, each call bounded by the
+// per-instance timeout, and returns the results in instance order.
+func each[T any](ctx context.Context, r *redlock, f func(ctx context.Context, i int, b backend.Backend) (T, error)) ([]T, []error) {
+	vals := make([]T, len(r.bs))
+	errs := make([]error, len(r.bs))
+	var wg sync.WaitGroup
+	for i, b := range r.bs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ictx, cancel := context.WithTimeout(ctx, r.timeout)
+			defer cancel()
+			vals[i], errs[i] = f(ictx, i, b)
+			if errs[i] != nil && ctx.Err() == nil && ictx.Err() != nil {
+				// The instance's timeout, not the caller's: it is slow or
+				// unreachable, which a waiting Lock rides out.
+				errs[i] = &backend.Error{Kind: backend.ErrUnavailable, Cause: errs[i]}
+			}
+		}()
+	}
+	wg.Wait()
+	return vals, errs
+}
+
+type vote struct {
+	granted bool
+	n       int64 // fence when granted, the holder's pttl when not
+}
+
+func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
+	req.Attempts++
+	start := time.Now()
+	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg})
+		if err != nil {
+			return vote{}, scriptErr(err)
+		}
+		ok, n, err := pair(v)
+		return vote{ok, n}, err
+	})
+	var granted []int
+	var fence, hint int64
+	for i, v := range votes {
+		switch {
+		case errs[i] != nil:
+		case v.granted:
+			granted = append(granted, i)
+			fence = max(fence, v.n)
+		case v.n > 0 && (hint == 0 || v.n < hint):
+			hint = v.n
+		}
+	}
+	fail := func(err error) (latchkit.Lease, error) {
+		r.releaseAll(ctx, token)
+		return nil, err
+	}
+	for _, err := range errs {
+		if errors.Is(err, latchkit.ErrInvalid) {
+			return fail(err)
+		}
+	}
+	if len(granted) < r.quorum {
+		if countRefused(votes, errs) > 0 {
+			// Someone holds it somewhere: wait for a release.
+			req.WaitHint = time.Duration(hint) * time.Millisecond
+			return fail(latchkit.ErrNotAcquired)
+		}
+		return fail(fmt.Errorf("%d of %d instances granted, quorum %d: %w", len(granted), len(r.bs), r.quorum, errors.Join(errs...)))
+	}
+	// Make the fence the quorum's: raise the members that counted lower.
+	raised := 0
+	var low []int
+	for _, i := range granted {
+		if votes[i].n == fence {
+			raised++
+		} else {
+			low = append(low, i)
+		}
+	}
+	if raised < r.quorum && len(low) > 0 {
+		arg := []string{strconv.FormatInt(fence, 10)}
+		_, rerrs := each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
+			if !slices.Contains(low, i) {
+				return struct{}{}, errSkip
+			}
+			_, err := b.Eval(ctx, fenceRaise, r.m.keys[1:2], arg)
+			return struct{}{}, err
+		})
+		for _, i := range low {
+			if rerrs[i] == nil {
+				raised++
+			}
+		}
+	}
+	if raised < r.quorum {
+		return fail(fmt.Errorf("fence %d reached %d instances, quorum %d: %w", fence, raised, r.quorum, latchkit.ErrNotAcquired))
+	}
+	if validity := r.cfg.ttl - time.Since(start) - drift(r.cfg.ttl); validity <= 0 {
+		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired))
+	}
+	req.WaitHint = 0
+	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, r.cfg.ttl, start, r.cfg.autoExtend), nil
+}
+
+var errSkip = errors.New("skipped")
+
+func countNil(errs []error) int {
+	n := 0
+	for _, err := range errs {
+		if err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// countRefused counts the instances that answered that someone else holds
+// the lock.
+func countRefused(votes []vote, errs []error) int {
+	n := 0
+	for i, v := range votes {
+		if errs[i] == nil && !v.granted {
+			n++
+		}
+	}
+	return n
+}
+
+// releaseAll releases token on every instance, after a failed attempt:
+// those that did not answer may have granted it.
+func (r *redlock) releaseAll(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, markerMS}))
+	})
+}
+
+// quorumOf reports whether at least a quorum of calls returned true.
+func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
+	n := 0
+	for i, h := range held {
+		if errs[i] == nil && h {
+			n++
+		}
+	}
+	if n >= r.quorum {
+		return true, nil
+	}
+	if countNil(errs) >= r.quorum {
+		return false, nil // a quorum answered, and too few hold it
+	}
+	return false, fmt.Errorf("%d of %d instances answered, quorum %d: %w", countNil(errs), len(r.bs), r.quorum, errors.Join(errs...))
+}
+
+func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+		return flag(b.Eval(ctx, mutexExtend, r.m.keys[:1], []string{token, ms(ttl)}))
+	})
+	return r.quorumOf(held, errs)
+}
+
+func (r *redlock) release(ctx context.Context, token string) (bool, error) {
+	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, markerMS}))
+	})
+	return r.quorumOf(held, errs)
+}
+
+// ttl is the time a quorum still holds it for: the quorum-th longest.
+func (r *redlock) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
+	type left struct {
+		d    time.Duration
+		held bool
+	}
+	ls, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (left, error) {
+		d, held, err := remaining(b.Eval(ctx, mutexTTL, r.m.keys[:1], []string{token}))
+		return left{d, held}, err
+	})
+	var ds []time.Duration
+	for i, l := range ls {
+		if errs[i] == nil && l.held {
+			ds = append(ds, l.d)
+		}
+	}
+	if len(ds) >= r.quorum {
+		slices.Sort(ds)
+		return ds[len(ds)-r.quorum], true, nil
+	}
+	held := make([]bool, len(ls))
+	_, err := r.quorumOf(held, errs)
+	return 0, false, err
+}
