@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"time"
 )
 
 // Value is a normalized Redis reply. It is always one of:
@@ -95,6 +96,22 @@ type Subscription interface {
 // client when a Backend does not implement it.
 type Unwrapper interface {
 	As(target any) bool
+}
+
+// ReplicaAcker is an optional interface of a Backend that can tell how many
+// replicas a script's writes reached: it runs the script, then WAIT on the
+// same connection. WAIT counts only the writes made on its own connection
+// and cannot run inside a script, so Eval followed by a separate command
+// would count nothing. primitives.WithReplicaAck needs it; a Backend without
+// it makes that option fail with an error wrapping latchkit.ErrInvalid.
+type ReplicaAcker interface {
+	// EvalAck runs s as Eval does, then WAIT replicas timeout on the
+	// connection that ran it (on a Cluster, the connection to the master
+	// of the keys' slot). It returns the script's reply and the number of
+	// replicas that had acknowledged the connection's writes when WAIT
+	// returned. timeout must stay below the context's deadline and the
+	// client's read timeout.
+	EvalAck(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (Value, int, error)
 }
 
 // Cluster is an optional interface of a Backend whose keys may live on

@@ -2,6 +2,8 @@ package primitives
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/latchkit/latchkit"
@@ -54,10 +56,42 @@ func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h 
 	return func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 		req.Attempts++
 		start := time.Now()
-		v, err := b.Eval(ctx, s, keys, append([]string{token}, args...))
+		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, append([]string{token}, args...))
 		if err != nil {
 			return nil, scriptErr(err)
 		}
-		return grant(ctx, req, v, h, token, start, *cfg)
+		l, err := grant(ctx, req, v, h, token, start, *cfg)
+		return cfg.acked(ctx, l, err, acks)
 	}
+}
+
+// ErrNotReplicated is the error of an attempt whose grant WAIT did not
+// confirm on as many replicas as WithReplicaAck asks for. The grant has
+// been released (or, if that failed too, expires with its TTL).
+var ErrNotReplicated = errors.New("latchkit: grant not acknowledged by enough replicas")
+
+// evalAcquire runs an acquire script: as is, or, with WithReplicaAck,
+// followed by WAIT on its connection, returning how many replicas had it.
+func (c *config) evalAcquire(ctx context.Context, b backend.Backend, s *backend.Script, keys, args []string) (backend.Value, int, error) {
+	if c.ackReplicas == 0 {
+		v, err := b.Eval(ctx, s, keys, args)
+		return v, 0, err
+	}
+	return b.(backend.ReplicaAcker).EvalAck(ctx, s, keys, args, c.ackReplicas, c.ackTimeout) // checked by newConfig
+}
+
+// acked passes on the outcome of an attempt (l, err) whose script reached
+// acks replicas; with WithReplicaAck, a grant that reached too few is
+// released and turned into ErrNotReplicated.
+func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks int) (latchkit.Lease, error) {
+	if err != nil || c.ackReplicas == 0 || acks >= c.ackReplicas {
+		return l, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v; the grant was released", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
+	if rerr := l.Release(rctx); rerr != nil {
+		err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v; releasing the grant failed too (it expires with its TTL): %w", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout, rerr)
+	}
+	return nil, err
 }

@@ -166,7 +166,7 @@ func (ml *multiLock) acquire(ctx context.Context, try bool) (latchkit.Lease, err
 		attempt: func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 			req.Attempts++
 			start := time.Now()
-			fences, err := ml.attempt(ctx, req, token)
+			fences, acks, err := ml.attempt(ctx, req, token)
 			if err != nil {
 				return nil, err
 			}
@@ -174,45 +174,50 @@ func (ml *multiLock) acquire(ctx context.Context, try bool) (latchkit.Lease, err
 			for i, n := range ml.names {
 				byName[n] = fences[i]
 			}
-			return &multiLease{
+			return ml.cfg.acked(ctx, &multiLease{
 				lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, token, slices.Max(fences), ml.cfg.ttl, start, ml.cfg.autoExtend),
 				fences: byName,
-			}, nil
+			}, nil, acks)
 		}})
 }
 
-// attempt takes every name or none, returning each name's fence.
-func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token string) ([]int64, error) {
+// attempt takes every name or none, returning each name's fence and, with
+// WithReplicaAck, the fewest replicas any of its scripts reached.
+func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token string) ([]int64, int, error) {
 	if !ml.split {
-		v, err := ml.b.Eval(ctx, multiAcquire, ml.keys, []string{token, ml.ttlArg})
+		v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, []string{token, ml.ttlArg})
 		if err != nil {
-			return nil, scriptErr(err)
+			return nil, 0, scriptErr(err)
 		}
 		a, ok := v.([]backend.Value)
 		if !ok || len(a) < 2 {
-			return nil, badReply(v)
+			return nil, 0, badReply(v)
 		}
 		nums := make([]int64, len(a))
 		for i, x := range a {
 			if nums[i], ok = x.(int64); !ok {
-				return nil, badReply(v)
+				return nil, 0, badReply(v)
 			}
 		}
 		if nums[0] != 1 {
 			req.WaitHint = time.Duration(nums[1]) * time.Millisecond
-			return nil, latchkit.ErrNotAcquired
+			return nil, 0, latchkit.ErrNotAcquired
 		}
 		if len(nums) != len(ml.names)+1 {
-			return nil, badReply(v)
+			return nil, 0, badReply(v)
 		}
 		req.WaitHint = 0
-		return nums[1:], nil
+		return nums[1:], acks, nil
 	}
 	// One name at a time, in canonical order; on the first that is held,
 	// give back the ones taken.
 	fences := make([]int64, 0, len(ml.parts))
+	least := 0
 	for i, m := range ml.parts {
-		v, err := m.b.Eval(ctx, mutexAcquire, m.keys, []string{token, ml.ttlArg})
+		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, ml.ttlArg})
+		if i == 0 || acks < least {
+			least = acks
+		}
 		if err == nil {
 			var ok bool
 			var n int64
@@ -229,10 +234,10 @@ func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token s
 			_, _ = taken.release(rctx, token)
 		}
 		cancel()
-		return nil, scriptErr(err)
+		return nil, 0, scriptErr(err)
 	}
 	req.WaitHint = 0
-	return fences, nil
+	return fences, least, nil
 }
 
 func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {

@@ -132,11 +132,12 @@ func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latc
 func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 	req.Attempts++
 	start := time.Now()
-	v, err := m.b.Eval(ctx, mutexAcquire, m.keys, []string{token, m.ttlArg})
+	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, m.ttlArg})
 	if err != nil {
 		return nil, scriptErr(err)
 	}
-	return grant(ctx, req, v, m, token, start, m.cfg)
+	l, err := grant(ctx, req, v, m, token, start, m.cfg)
+	return m.cfg.acked(ctx, l, err, acks)
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {

@@ -31,6 +31,9 @@ type config struct {
 	waiterTimeout   time.Duration
 	instanceTimeout time.Duration // Redlock; 0: derived from the ttl
 
+	ackReplicas int           // WithReplicaAck; 0: off
+	ackTimeout  time.Duration // WithReplicaAck
+
 	stack []latchkit.Middleware // mws, then wake-on-release and retry
 }
 
@@ -64,6 +67,26 @@ func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.wait
 // must be far below the TTL (the default is a twentieth of it, between 5ms
 // and 100ms). Other primitives ignore it.
 func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.instanceTimeout = d } }
+
+// WithReplicaAck makes a grant count only once Redis's WAIT confirms that
+// at least n replicas received it, waiting at most timeout: a lock granted
+// on a master then survives the master's failover to one of those
+// replicas (Sentinel, Cluster), which a plain grant does not (the replica
+// promoted may not have it yet, and a second holder is then granted the
+// same lock). When fewer replicas confirm in time, the grant is released
+// and the attempt fails with an error matching ErrNotReplicated; Lock does
+// not retry it.
+//
+// WAIT makes each acquisition wait for the replicas' acknowledgement (a
+// round trip to them, at most timeout): keep timeout well below the TTL
+// and the client's read timeout. Extends and releases are not
+// acknowledged. The backend must implement backend.ReplicaAcker (both
+// bundled adapters do); otherwise, and for n < 1 or timeout < 1ms, the
+// constructor returns an error wrapping latchkit.ErrInvalid. A Redlock
+// refuses it: its quorum of independent instances is its replication.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(c *config) { c.ackReplicas, c.ackTimeout = n, timeout }
+}
 
 // WithPrefix sets the key namespace (default "latch:"). It must not contain
 // '{' or '}', which would break the hash tag that keeps a primitive's keys in
@@ -110,6 +133,15 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("waiter timeout %v is below 3ms", c.waiterTimeout)
 	case strings.ContainsAny(c.prefix, "{}"):
 		return fail("prefix %q contains '{' or '}'", c.prefix)
+	case c.ackTimeout != 0 && c.ackReplicas < 1:
+		return fail("replica ack of %d replicas: it must be at least 1", c.ackReplicas)
+	case c.ackReplicas != 0 && c.ackTimeout < time.Millisecond:
+		return fail("replica ack timeout %v is below 1ms", c.ackTimeout)
+	case c.ackReplicas != 0 && c.ackTimeout >= c.ttl:
+		return fail("replica ack timeout %v is not below the ttl %v", c.ackTimeout, c.ttl)
+	}
+	if _, ok := b.(backend.ReplicaAcker); c.ackReplicas != 0 && !ok {
+		return fail("replica ack needs a backend implementing backend.ReplicaAcker (script and WAIT on one connection); %T does not", b)
 	}
 	if c.retry == nil {
 		c.retry = defaultRetry

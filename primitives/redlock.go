@@ -63,6 +63,9 @@ func NewRedlock(bs []backend.Backend, name string, opts ...Option) (Mutex, error
 	if len(bs) == 0 {
 		return nil, invalid("new", latchkit.KindRedlock, name, "no backends")
 	}
+	if m.cfg.ackReplicas != 0 {
+		return nil, invalid("new", latchkit.KindRedlock, name, "WithReplicaAck does not apply: a Redlock's quorum of independent instances is its replication")
+	}
 	for i, b := range bs {
 		if b == nil {
 			return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is nil", i)

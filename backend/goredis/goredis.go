@@ -181,3 +181,48 @@ func wrap(ctx context.Context, err error) error {
 			return "", false
 		})
 }
+
+// EvalAck runs s and then WAIT replicas timeout in one pipeline, so both go
+// out on one connection (WAIT counts only that connection's writes). On a
+// ClusterClient the pipeline goes to the master of keys[0]'s slot. A
+// NOSCRIPT answer to EVALSHA sends the pair again with EVAL.
+func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	var c redis.Cmdable = b.c
+	if cc, ok := b.c.(*redis.ClusterClient); ok && len(keys) > 0 {
+		m, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, wrap(ctx, err)
+		}
+		c = m
+	}
+	a := make([]any, len(args))
+	for i, v := range args {
+		a[i] = v
+	}
+	run := func(eval bool) (*redis.Cmd, *redis.Cmd) {
+		pipe := c.Pipeline()
+		var cmd *redis.Cmd
+		if eval {
+			cmd = pipe.Eval(ctx, s.Source(), keys, a...)
+		} else {
+			cmd = pipe.EvalSha(ctx, s.Hash(), keys, a...)
+		}
+		wait := pipe.Do(ctx, "WAIT", replicas, max(timeout.Milliseconds(), 1)) // Pipeliner has no Wait
+		_, _ = pipe.Exec(ctx) // the errors are read per command below
+		return cmd, wait
+	}
+	cmd, wait := run(false)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait = run(true)
+	}
+	v, err := cmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, wrap(ctx, err)
+	}
+	n, err := wait.Int64()
+	if err != nil {
+		return nil, 0, wrap(ctx, err)
+	}
+	nv, err := Normalize(v)
+	return nv, int(n), err
+}

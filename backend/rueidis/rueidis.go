@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	rd "github.com/redis/rueidis"
 
@@ -156,4 +157,35 @@ func wrap(ctx context.Context, err error) error {
 			}
 			return "", false
 		})
+}
+
+// EvalAck runs s and then WAIT replicas timeout with DoMulti: rueidis sends
+// a batch holding a blocking command (WAIT) on one dedicated connection, so
+// WAIT counts the script's writes. On a Cluster the keyless WAIT follows the
+// script's slot to its master. A NOSCRIPT answer to EVALSHA sends the pair
+// again with EVAL.
+func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	wait := b.c.B().Wait().Numreplicas(int64(replicas)).Timeout(max(timeout.Milliseconds(), 1)).Build()
+	res := b.c.DoMulti(ctx,
+		b.c.B().Evalsha().Sha1(s.Hash()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+		wait)
+	if re, ok := rd.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
+		wait = b.c.B().Wait().Numreplicas(int64(replicas)).Timeout(max(timeout.Milliseconds(), 1)).Build()
+		res = b.c.DoMulti(ctx,
+			b.c.B().Eval().Script(s.Source()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+			wait)
+	}
+	msg, err := res[0].ToMessage()
+	if err != nil && !rd.IsRedisNil(err) {
+		return nil, 0, wrap(ctx, err)
+	}
+	n, err := res[1].AsInt64()
+	if err != nil {
+		return nil, 0, wrap(ctx, err)
+	}
+	v, err := Normalize(msg) // a nil reply normalizes to nil
+	return v, int(n), err
 }

@@ -1,0 +1,148 @@
+package contracttest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// RunReplicaAck checks primitives.WithReplicaAck on a server without
+// replicas (every server of the suite has none; the Sentinel tests show it
+// with one): each primitive's grant is refused with ErrNotReplicated, the
+// grant is given back at once, and bad arguments are refused up front. A
+// backend that does not implement backend.ReplicaAcker skips it.
+func RunReplicaAck(t *testing.T, h Harness) {
+	if _, ok := h.NewClient(t).Backend.(backend.ReplicaAcker); !ok {
+		t.Skip("the backend does not implement backend.ReplicaAcker")
+	}
+	runSteps(t, h, []step{
+		{"NoReplicaRefusesAndGivesBack", testReplicaAckRefused},
+		{"BadInput", testReplicaAckBadInput},
+	})
+}
+
+// ackTry is one primitive's try-acquire, built with opts.
+type ackTry struct {
+	what string
+	try  func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error)
+}
+
+var ackTries = []ackTry{
+	{"mutex", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		m, err := primitives.NewMutex(b, "m", append(opts, primitives.WithPrefix(p))...)
+		if err != nil {
+			return nil, err
+		}
+		return m.TryLock(ctx)
+	}},
+	{"rwlock read", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		rw, err := primitives.NewRWLock(b, "rw", append(opts, primitives.WithPrefix(p))...)
+		if err != nil {
+			return nil, err
+		}
+		return rw.TryRLock(ctx)
+	}},
+	{"rwlock write", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		rw, err := primitives.NewRWLock(b, "rw", append(opts, primitives.WithPrefix(p))...)
+		if err != nil {
+			return nil, err
+		}
+		return rw.TryLock(ctx)
+	}},
+	{"semaphore", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		s, err := primitives.NewSemaphore(b, "s", 1, append(opts, primitives.WithPrefix(p))...)
+		if err != nil {
+			return nil, err
+		}
+		return s.TryAcquire(ctx)
+	}},
+	{"fair semaphore", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		s, err := primitives.NewFairSemaphore(b, "f", 1, append(opts, primitives.WithPrefix(p))...)
+		if err != nil {
+			return nil, err
+		}
+		return s.TryAcquire(ctx)
+	}},
+	{"multilock", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		m, err := primitives.NewMultiLock(b, []string{"x", "y", "z"}, append(opts, primitives.WithPrefix(p))...)
+		if err != nil {
+			return nil, err
+		}
+		return m.TryLock(ctx)
+	}},
+}
+
+// testReplicaAckRefused: with WithReplicaAck(1, 20ms) and no replica, each
+// primitive's TryLock and a waiting Lock fail with ErrNotReplicated (the
+// waiting one at once, not at its deadline), and the grant is given back:
+// the same primitive is then free for a TryLock without the option, limit
+// 1 included.
+func testReplicaAckRefused(t *testing.T, h Harness) {
+	b := h.NewClient(t).Backend
+	p := prefix(t)
+	for _, a := range ackTries {
+		ctx := ctxT(t, 10*time.Second)
+		l, err := a.try(ctx, b, p, primitives.WithReplicaAck(1, 20*time.Millisecond))
+		if !errors.Is(err, primitives.ErrNotReplicated) || l != nil {
+			t.Errorf("%s with WithReplicaAck(1) and no replica: %v, want ErrNotReplicated", a.what, err)
+			if l != nil {
+				l.Release(ctx)
+			}
+			continue
+		}
+		l, err = a.try(ctx, b, p)
+		if err != nil {
+			t.Errorf("%s: the unacknowledged grant was not given back: %v", a.what, err)
+			continue
+		}
+		l.Release(ctx)
+	}
+
+	// A waiting Lock does not retry a grant that was not replicated.
+	m, err := primitives.NewMutex(b, "wait", primitives.WithPrefix(p), primitives.WithReplicaAck(1, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := m.Lock(ctx); !errors.Is(err, primitives.ErrNotReplicated) || ctx.Err() != nil {
+		t.Errorf("Lock: %v (ctx %v), want ErrNotReplicated before the deadline", err, ctx.Err())
+	}
+	if v := do(t, b, "EXISTS", keyOf(p, "wait")); v != int64(0) {
+		t.Errorf("the refused Lock left its lock key behind")
+	}
+}
+
+// testReplicaAckBadInput: a replica count below 1, a timeout below 1ms or
+// not below the TTL are refused by the constructor with ErrInvalid, and
+// nothing is written.
+func testReplicaAckBadInput(t *testing.T, h Harness) {
+	b := h.NewClient(t).Backend
+	ctx := ctxT(t, 10*time.Second)
+	p := prefix(t)
+	for _, c := range []struct {
+		what string
+		opts []primitives.Option
+	}{
+		{"0 replicas", []primitives.Option{primitives.WithReplicaAck(0, time.Second)}},
+		{"-1 replicas", []primitives.Option{primitives.WithReplicaAck(-1, time.Second)}},
+		{"timeout 0", []primitives.Option{primitives.WithReplicaAck(1, 0)}},
+		{"timeout below 1ms", []primitives.Option{primitives.WithReplicaAck(1, time.Microsecond)}},
+		{"timeout not below the ttl", []primitives.Option{primitives.WithTTL(time.Second), primitives.WithReplicaAck(1, time.Second)}},
+	} {
+		for _, a := range ackTries {
+			if l, err := a.try(ctx, b, p, c.opts...); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
+				t.Errorf("%s, %s: %v, want ErrInvalid", a.what, c.what, err)
+			}
+		}
+	}
+	for _, name := range []string{"m", "rw", "s", "f", "x", "y", "z"} {
+		if v := do(t, b, "EXISTS", keyOf(p, name)); v != int64(0) {
+			t.Errorf("a refused constructor wrote %s", keyOf(p, name))
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package primitives
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+)
+
+// evalOnly hides every optional interface of a backend: a third-party
+// driver that implements only backend.Backend.
+type evalOnly struct{ backend.Backend }
+
+// A backend that cannot send WAIT on the script's connection makes
+// WithReplicaAck fail in the constructor, for every primitive, and so does
+// a Redlock (whose quorum is its replication); nothing is written.
+func TestReplicaAckNeedsCapability(t *testing.T) {
+	m, b := newMiniBackend(t)
+	plain := evalOnly{b}
+	ack := WithReplicaAck(1, 50*time.Millisecond)
+	ctors := map[string]func() error{
+		"mutex": func() error { _, err := NewMutex(plain, "n", ack); return err },
+		"reentrant": func() error {
+			_, err := NewReentrantMutex(plain, "n", ack)
+			return err
+		},
+		"rwlock":    func() error { _, err := NewRWLock(plain, "n", ack); return err },
+		"semaphore": func() error { _, err := NewSemaphore(plain, "n", 2, ack); return err },
+		"fair":      func() error { _, err := NewFairSemaphore(plain, "n", 2, ack); return err },
+		"fairmutex": func() error { _, err := NewFairMutex(plain, "n", ack); return err },
+		"multilock": func() error { _, err := NewMultiLock(plain, []string{"a", "b"}, ack); return err },
+		"redlock":   func() error { _, err := NewRedlock([]backend.Backend{b}, "n", ack); return err },
+	}
+	for what, ctor := range ctors {
+		if err := ctor(); !errors.Is(err, latchkit.ErrInvalid) {
+			t.Errorf("%s with WithReplicaAck on a backend without ReplicaAcker: %v, want ErrInvalid", what, err)
+		}
+	}
+	if keys := m.Keys(); len(keys) != 0 {
+		t.Errorf("refused constructors wrote %v", keys)
+	}
+}
