@@ -207,7 +207,8 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 		} else {
 			cmd = pipe.EvalSha(ctx, s.Hash(), keys, a...)
 		}
-		wait := pipe.Do(ctx, "WAIT", replicas, max(timeout.Milliseconds(), 1)) // Pipeliner has no Wait
+		// Pipeliner has no Wait method; Do sends it as is.
+		wait := pipe.Do(ctx, "WAIT", replicas, max(timeout.Milliseconds(), 1))
 		_, _ = pipe.Exec(ctx) // the errors are read per command below
 		return cmd, wait
 	}
