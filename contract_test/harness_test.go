@@ -101,15 +101,18 @@ func (h goredisHarness) client(addr string) *redis.Client {
 
 func (h goredisHarness) NewClient(t testing.TB) contracttest.Client {
 	var c redis.UniversalClient
-	if cl, ok := h.s.(cluster); ok {
+	switch s := h.s.(type) {
+	case cluster:
 		c = redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cl.c.Addrs,
+			Addrs:                 s.c.Addrs,
 			ContextTimeoutEnabled: true,
 			DialTimeout:           time.Second,
 			DialerRetries:         1,
 			PoolSize:              64,
 		})
-	} else {
+	case sentinel:
+		c = s.goredis()
+	default:
 		c = h.client(h.s.addr())
 	}
 	var n atomic.Int64
@@ -184,8 +187,11 @@ type rueidisHarness struct {
 
 func (h rueidisHarness) option(addr string) rd.ClientOption {
 	addrs := []string{addr}
-	if cl, ok := h.s.(cluster); ok {
-		addrs = cl.c.Addrs // rueidis finds out it is a cluster by itself
+	switch s := h.s.(type) {
+	case cluster:
+		addrs = s.c.Addrs // rueidis finds out it is a cluster by itself
+	case sentinel:
+		return s.rueidis()
 	}
 	return rd.ClientOption{
 		InitAddress:  addrs,

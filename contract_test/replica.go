@@ -11,9 +11,9 @@ import (
 	"github.com/latchkit/latchkit/primitives"
 )
 
-// RunReplicaAck checks primitives.WithReplicaAck on a server without
-// replicas (every server of the suite has none; the Sentinel tests show it
-// with one): each primitive's grant is refused with ErrNotReplicated, the
+// RunReplicaAck checks primitives.WithReplicaAck asking for more replicas
+// (8) than the server under test has (the Sentinel failover tests show it
+// with a replica that acknowledges): each primitive's grant is refused with ErrNotReplicated, the
 // grant is given back at once, and bad arguments are refused up front. A
 // backend that does not implement backend.ReplicaAcker skips it.
 func RunReplicaAck(t *testing.T, h Harness) {
@@ -25,6 +25,9 @@ func RunReplicaAck(t *testing.T, h Harness) {
 		{"BadInput", testReplicaAckBadInput},
 	})
 }
+
+// tooMany is more replicas than any server under the suite has.
+const tooMany = 8
 
 // ackTry is one primitive's try-acquire, built with opts.
 type ackTry struct {
@@ -77,7 +80,7 @@ var ackTries = []ackTry{
 	}},
 }
 
-// testReplicaAckRefused: with WithReplicaAck(1, 20ms) and no replica, each
+// testReplicaAckRefused: with WithReplicaAck(8, 20ms) and fewer replicas, each
 // primitive's TryLock and a waiting Lock fail with ErrNotReplicated (the
 // waiting one at once, not at its deadline), and the grant is given back:
 // the same primitive is then free for a TryLock without the option, limit
@@ -87,9 +90,9 @@ func testReplicaAckRefused(t *testing.T, h Harness) {
 	p := prefix(t)
 	for _, a := range ackTries {
 		ctx := ctxT(t, 10*time.Second)
-		l, err := a.try(ctx, b, p, primitives.WithReplicaAck(1, 20*time.Millisecond))
+		l, err := a.try(ctx, b, p, primitives.WithReplicaAck(tooMany, 20*time.Millisecond))
 		if !errors.Is(err, primitives.ErrNotReplicated) || l != nil {
-			t.Errorf("%s with WithReplicaAck(1) and no replica: %v, want ErrNotReplicated", a.what, err)
+			t.Errorf("%s with WithReplicaAck(%d): %v, want ErrNotReplicated", a.what, tooMany, err)
 			if l != nil {
 				l.Release(ctx)
 			}
@@ -104,7 +107,7 @@ func testReplicaAckRefused(t *testing.T, h Harness) {
 	}
 
 	// A waiting Lock does not retry a grant that was not replicated.
-	m, err := primitives.NewMutex(b, "wait", primitives.WithPrefix(p), primitives.WithReplicaAck(1, 20*time.Millisecond))
+	m, err := primitives.NewMutex(b, "wait", primitives.WithPrefix(p), primitives.WithReplicaAck(tooMany, 20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

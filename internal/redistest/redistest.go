@@ -65,6 +65,7 @@ type Server struct {
 	Port int
 	Dir  string // working directory; the log is Dir/redis.log
 
+	pre  []string // before the defaults: a config file, --sentinel
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -77,10 +78,18 @@ type Server struct {
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Require(t)
-	dir := t.TempDir()
+	return startServer(t, t.TempDir(), nil, extra)
+}
+
+// startServer starts redis-server with pre (a config file, a mode flag)
+// first on its command line, then the loopback and no-persistence
+// settings, then extra, retrying on another port when the one picked was
+// taken meanwhile.
+func startServer(t testing.TB, dir string, pre, extra []string) *Server {
+	t.Helper()
 	var lastErr error
 	for try := 0; try < 5; try++ {
-		s := &Server{Port: FreePort(t), Dir: dir, args: extra}
+		s := &Server{Port: FreePort(t), Dir: dir, pre: pre, args: extra}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
@@ -93,12 +102,12 @@ func Start(t testing.TB, extra ...string) *Server {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
+	args := append(append(s.pre[:len(s.pre):len(s.pre)],
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.Dir,
 		"--logfile", filepath.Join(s.Dir, "redis.log"),
-		"--daemonize", "no",
-	}, s.args...)
+		"--daemonize", "no"),
+		s.args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer

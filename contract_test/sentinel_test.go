@@ -1,0 +1,243 @@
+package contracttest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	contracttest "github.com/latchkit/latchkit/contract_test"
+	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// sentinel is a Sentinel-managed master with one replica and three
+// sentinels, started by the test on loopback; clients find the master
+// through the sentinels.
+type sentinel struct{ s *redistest.Sentinel }
+
+func newSentinel(t testing.TB) sentinel { return sentinel{redistest.StartSentinel(t)} }
+
+func (s sentinel) addr() string                 { return s.s.Master.Addr }
+func (s sentinel) advance(d time.Duration) bool { return false }
+
+func (s sentinel) killSubscribers(t testing.TB) bool {
+	return real{s.s.Master}.killSubscribers(t)
+}
+
+// goredis is a go-redis failover client: it asks the sentinels for the
+// master and follows their +switch-master messages.
+func (s sentinel) goredis() *redis.Client {
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            redistest.SentinelMaster,
+		SentinelAddrs:         s.s.Addrs,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		DialerRetries:         1,
+		PoolSize:              64,
+	})
+}
+
+// rueidis is the option of a rueidis client in Sentinel mode.
+func (s sentinel) rueidis() rd.ClientOption {
+	return rd.ClientOption{
+		InitAddress: s.s.Addrs,
+		Sentinel:    rd.SentinelOption{MasterSet: redistest.SentinelMaster},
+	}
+}
+
+func TestGoRedisSentinel(t *testing.T) {
+	t.Parallel()
+	contracttest.Run(t, goredisHarness{newSentinel(t)})
+}
+
+func TestRueidisSentinel(t *testing.T) {
+	t.Parallel()
+	contracttest.Run(t, rueidisHarness{s: newSentinel(t)})
+}
+
+// sentinelClients are the two drivers' clients of a Sentinel topology.
+var sentinelClients = []struct {
+	name string
+	new  func(t testing.TB, s sentinel) backend.Backend
+}{
+	{"GoRedis", func(t testing.TB, s sentinel) backend.Backend {
+		c := s.goredis()
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	}},
+	{"Rueidis", func(t testing.TB, s sentinel) backend.Backend {
+		c, err := rd.NewClient(s.rueidis())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lrueidis.New(c)
+	}},
+}
+
+// untilReachable repeats op while it fails for want of a server (the
+// failover is under way, the client has not found the new master yet) and
+// returns its first other outcome and when that came.
+func untilReachable(ctx context.Context, t *testing.T, what string, op func(context.Context) error) error {
+	t.Helper()
+	for {
+		octx, cancel := context.WithTimeout(ctx, time.Second)
+		err := op(octx)
+		cancel()
+		if err == nil || errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, latchkit.ErrLeaseLost) {
+			return err
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: no answer from a master before the deadline: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSentinelFailoverLosesPlainGrant reproduces the failure the seeds warn
+// about, the recipe of ../shared/NOTES.md: the replica falls behind (paused,
+// its link cut), a lock is granted on the master, the master is killed, the
+// stale replica is promoted. The lock is gone: a second owner is granted it
+// while the first still believes it holds it, and the fence counter went
+// back with it. What latchkit can still do: WithReplicaAck refuses the
+// grant in that state, and the first holder's auto-extend finds the lock
+// taken and ends its lease's Context before its TTL runs out.
+func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
+	for _, drv := range sentinelClients {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSentinel(t)
+			b1, b2 := drv.new(t, s), drv.new(t, s)
+			ctx := ctxT(t, 60*time.Second)
+			const ttl = 6 * time.Second
+
+			s.s.Replica.Pause()
+			if _, err := s.s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+				t.Fatal(err)
+			}
+			// With WithReplicaAck the grant is refused and given back:
+			// nobody is told they hold a lock that cannot survive.
+			acked, _ := primitives.NewMutex(b1, "acked", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 200*time.Millisecond))
+			if l, err := acked.TryLock(ctx); !errors.Is(err, primitives.ErrNotReplicated) {
+				t.Fatalf("WithReplicaAck with the replica cut off: %v, %v, want ErrNotReplicated", l, err)
+			}
+			if v, err := s.s.Master.Do(ctx, "EXISTS", "latch:{acked}"); err != nil || v != int64(0) {
+				t.Fatalf("the refused grant was not given back: EXISTS %v %v", v, err)
+			}
+			// Without it the grant succeeds, on the master alone.
+			m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl))
+			l1, err := m1.TryLock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l1.Release(context.Background()) })
+
+			killed := time.Now()
+			old := s.s.Master.Addr
+			s.s.Master.Kill()
+			s.s.Replica.Resume()
+			s.s.WaitFailover(ctx, t, old)
+			t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
+
+			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+			var l2 latchkit.Lease
+			err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
+				l2, err = m2.TryLock(ctx)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("after the failover the second owner was refused (%v): the recipe did not lose the grant", err)
+			}
+			t.Logf("the second owner was granted the lock %v after the kill: two holders", time.Since(killed).Round(time.Millisecond))
+			defer l2.Release(context.Background())
+			if l2.Fence() > l1.Fence() {
+				t.Errorf("fence %d after the failover above the lost grant's %d: the counter was not expected to survive", l2.Fence(), l1.Fence())
+			}
+			// The first holder is told: its renewal finds another token and
+			// ends its Context before its TTL (counted from the grant) ends.
+			select {
+			case <-l1.Context().Done():
+				t.Logf("the first holder's Context ended %v after the kill", time.Since(killed).Round(time.Millisecond))
+			case <-time.After(ttl):
+				t.Fatal("the first holder's Context did not end although the lock is someone else's")
+			}
+			if err := l1.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
+				t.Errorf("release of the lost lease: %v, want ErrLeaseLost", err)
+			}
+		})
+	}
+}
+
+// TestSentinelFailoverKeepsAckedGrant: a grant acknowledged by the replica
+// (WithReplicaAck(1, ...)) survives the master's SIGKILL and the failover:
+// a second owner is refused, the first holder extends and releases its
+// lease on the new master, and the next grant's fence is above its own.
+func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
+	for _, drv := range sentinelClients {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSentinel(t)
+			b1, b2 := drv.new(t, s), drv.new(t, s)
+			ctx := ctxT(t, 60*time.Second)
+			const ttl = 10 * time.Second
+
+			m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, time.Second))
+			l1, err := m1.TryLock(ctx)
+			if err != nil {
+				t.Fatalf("acknowledged grant with a healthy replica: %v", err)
+			}
+			killed := time.Now()
+			old := s.s.Master.Addr
+			s.s.Master.Kill()
+			s.s.WaitFailover(ctx, t, old)
+			t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
+
+			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+			err = untilReachable(ctx, t, "second owner", func(ctx context.Context) error {
+				l, err := m2.TryLock(ctx)
+				if err == nil {
+					l.Release(ctx)
+				}
+				return err
+			})
+			if !errors.Is(err, latchkit.ErrNotAcquired) {
+				t.Fatalf("after the failover a second owner got %v, want ErrNotAcquired: the acknowledged grant was lost", err)
+			}
+			t.Logf("the new master refused a second owner %v after the kill", time.Since(killed).Round(time.Millisecond))
+			if err := untilReachable(ctx, t, "extend", func(ctx context.Context) error { return l1.Extend(ctx, ttl) }); err != nil {
+				t.Fatalf("the holder could not extend on the new master: %v", err)
+			}
+			select {
+			case <-l1.Context().Done():
+				t.Fatal("the surviving lease's Context ended")
+			default:
+			}
+			if err := l1.Release(ctx); err != nil {
+				t.Fatalf("release on the new master: %v", err)
+			}
+			l2, err := m2.TryLock(ctx)
+			if err != nil {
+				t.Fatalf("after the release: %v", err)
+			}
+			defer l2.Release(context.Background())
+			if l2.Fence() <= l1.Fence() {
+				t.Errorf("fence went from %d to %d across the failover", l1.Fence(), l2.Fence())
+			}
+		})
+	}
+}
+
+// ctxT returns a context ending with the test (or after d).
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
