@@ -170,7 +170,7 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 	if limit < 1 {
 		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
-	base := keyBase(cfg.prefix, name) + ":fair"
+	base := KeyBase(cfg.prefix, name) + ":fair"
 	return &fairSemaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys: []string{base + ":queue", base + ":alive", base + ":tickets",

@@ -104,7 +104,7 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	}
 	// The keys share their prefixes, so four strings cost two allocations:
 	// the lock key is a prefix of the fence key, the channel of the marker.
-	base := keyBase(cfg.prefix, name)
+	base := KeyBase(cfg.prefix, name)
 	fence, marker := base+":fence", base+":released"
 	k := &[4]string{fence[:len(base)], fence, marker, marker[:len(base)+len(":rel")]}
 	return &mutex{

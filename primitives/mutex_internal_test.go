@@ -140,7 +140,7 @@ func TestLeaseWithoutAutoExtendEndsAtDeadline(t *testing.T) {
 
 func TestKeyBaseKeepsOneHashTag(t *testing.T) {
 	for _, name := range []string{"a", "a}b", "{x}", "}", "{", "%7B", "a%b"} {
-		k := keyBase("latch:", name)
+		k := KeyBase("latch:", name)
 		open, close := 0, 0
 		for _, c := range k {
 			switch c {
@@ -154,7 +154,25 @@ func TestKeyBaseKeepsOneHashTag(t *testing.T) {
 			t.Errorf("name %q: key %q has %d '{' and %d '}'", name, k, open, close)
 		}
 	}
-	if keyBase("p:", "{") == keyBase("p:", "%7B") {
+	if KeyBase("p:", "{") == KeyBase("p:", "%7B") {
 		t.Error("escaping is not injective")
+	}
+}
+
+// ParseKeyBase inverts KeyBase for every name, odd bytes included, and
+// keeps the suffix apart.
+func TestParseKeyBaseInvertsKeyBase(t *testing.T) {
+	for _, name := range []string{"a", "a}b{c", "{", "}", "{}", "%7B", "%", "with space", "ü\x00\xff", "x:y"} {
+		for _, suffix := range []string{"", ":fence", ":sem:holders"} {
+			p, n, s, ok := ParseKeyBase(KeyBase("latch:", name) + suffix)
+			if !ok || p != "latch:" || n != name || s != suffix {
+				t.Errorf("ParseKeyBase(KeyBase(%q)+%q) = %q, %q, %q, %v", name, suffix, p, n, s, ok)
+			}
+		}
+	}
+	for _, bad := range []string{"plain", "p{open", "p{%zz}", "p{%7}"} {
+		if _, _, _, ok := ParseKeyBase(bad); ok {
+			t.Errorf("ParseKeyBase(%q) accepted a key KeyBase cannot make", bad)
+		}
 	}
 }

@@ -186,10 +186,13 @@ func (c *config) chain(attempt latchkit.Acquire) latchkit.Acquire {
 	return latchkit.Chain(attempt, c.stack...)
 }
 
-// keyBase is the hash-tagged root of a primitive's keys: prefix{name}. The
-// name is escaped so that a '{' or '}' inside it cannot move the tag: every
-// key of a primitive then hashes to one Cluster slot, whatever its name.
-func keyBase(prefix, name string) string {
+// KeyBase is the hash-tagged root of a primitive's keys: prefix{name}, the
+// name escaped so that a '{' or '}' inside it cannot move the tag ('%',
+// '{' and '}' become %25, %7B and %7D): every key of a primitive then
+// hashes to one Cluster slot, whatever its name. A Mutex's lock is this key
+// itself; the other primitives add a suffix (":rw", ":sem", ":fair"). Tools
+// that inspect Redis (latchctl) use it to find a primitive's keys.
+func KeyBase(prefix, name string) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(name) + 2)
 	b.WriteString(prefix)
@@ -208,4 +211,42 @@ func keyBase(prefix, name string) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// ParseKeyBase splits a key made by KeyBase, possibly followed by a suffix
+// (":fence", ":sem:holders", ...), into the prefix, the unescaped name and
+// the suffix. It reports false for a key KeyBase did not make.
+func ParseKeyBase(key string) (prefix, name, suffix string, ok bool) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return "", "", "", false
+	}
+	end := strings.IndexByte(key[open:], '}')
+	if end < 0 {
+		return "", "", "", false
+	}
+	end += open
+	esc := key[open+1 : end]
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		if esc[i] != '%' {
+			b.WriteByte(esc[i])
+			continue
+		}
+		if i+2 >= len(esc) {
+			return "", "", "", false
+		}
+		switch esc[i+1 : i+3] {
+		case "25":
+			b.WriteByte('%')
+		case "7B":
+			b.WriteByte('{')
+		case "7D":
+			b.WriteByte('}')
+		default:
+			return "", "", "", false
+		}
+		i += 2
+	}
+	return key[:open], b.String(), key[end+1:], true
 }

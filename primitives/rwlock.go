@@ -179,7 +179,7 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := keyBase(cfg.prefix, name) + ":rw"
+	base := KeyBase(cfg.prefix, name) + ":rw"
 	return &rwlock{
 		b: b, name: name, cfg: cfg,
 		keys: []string{base + ":readers", base + ":writer", base + ":waiting",

@@ -154,7 +154,7 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 	if limit < 1 {
 		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
-	base := keyBase(cfg.prefix, name) + ":sem"
+	base := KeyBase(cfg.prefix, name) + ":sem"
 	return &semaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    []string{base, base + ":fence", base + ":fences", base + ":released"},
