@@ -129,7 +129,26 @@ type Request struct {
 	// Waiter, when set (by pubsub.WakeOnRelease), lets a retrying middleware
 	// sleep until a release message arrives instead of polling.
 	Waiter Waiter
+
+	// Annotation, when set by middleware before the first attempt, is
+	// stored beside a grant, in the primitive's own keys and expiring with
+	// it, for waiters (and latchctl inspect) to read back as Holder. A
+	// tracing middleware stores the holder's span context there (a W3C
+	// traceparent). Never put a secret in it. At most MaxAnnotation bytes.
+	Annotation string
+	// Holder is set by a failed attempt: the Annotation stored by the
+	// holder the attempt waits for (the one whose lease ends first when
+	// there are several); empty when it stored none.
+	Holder string
+	// OnAttempt, when set, is called after every attempt with its outcome
+	// (nil: granted), once Attempts, WaitHint and Holder are updated.
+	// Middleware that sets it must keep calling the function it replaces.
+	OnAttempt func(req *Request, err error)
 }
+
+// MaxAnnotation is the longest Request.Annotation a primitive stores; a
+// longer one is not stored.
+const MaxAnnotation = 256
 
 // Waiter is the hook through which a wake-up source (release messages)
 // shortens the waits of a retrying middleware. The retry middleware calls

@@ -36,7 +36,11 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 	}
 	token := newToken()
 	l, err := c.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		return a.attempt(ctx, req, token)
+		l, err := a.attempt(ctx, req, token)
+		if req.OnAttempt != nil {
+			req.OnAttempt(req, err)
+		}
+		return l, err
 	})(ctx, req)
 	if err != nil {
 		if a.abandon != nil && !a.try && req.Attempts > 0 {
@@ -50,13 +54,15 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 }
 
 // scriptAttempt is the attempt of a primitive whose acquire is one script
-// over fixed keys, with ARGV the token then args, replying {1, fence} or
-// {0, hint ms}.
+// over fixed keys, with ARGV the token, then args, then the request's
+// annotation, replying {1, fence} or {0, hint ms, holder's annotation}.
 func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h holder, cfg *config) func(context.Context, *latchkit.Request, string) (latchkit.Lease, error) {
 	return func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 		req.Attempts++
 		start := time.Now()
-		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, append([]string{token}, args...))
+		argv := make([]string, 0, len(args)+2)
+		argv = append(append(append(argv, token), args...), annotation(req))
+		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, argv)
 		if err != nil {
 			return nil, scriptErr(err)
 		}

@@ -13,7 +13,8 @@ import (
 // arrival order), 2 liveness (zset token -> expiry in server ms: a holder's
 // lease, or a waiter's last attempt plus the waiter timeout), 3 ticket
 // counter, 4 fence counter, 5 holders (hash token -> fence), 6 recently
-// released tokens.
+// released tokens, 7 holders' annotations (hash token ->
+// latchkit.Request.Annotation).
 //
 // Holders are always among the first limit tickets: a ticket is granted
 // only while its rank is below limit, and ranks only fall (new tickets join
@@ -21,7 +22,8 @@ import (
 // never exceed the limit, whatever the clients' clocks say.
 var (
 	// ARGV: 1 token, 2 ttl ms, 3 limit, 4 waiter timeout ms, 5 "1" for a
-	// Try (no ticket is left behind). Reply {1, fence} or {0, hint ms}.
+	// Try (no ticket is left behind), 6 annotation. Reply {1, fence} or
+	// {0, hint ms, the annotation of the first holder in the queue}.
 	fairAcquire = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
 local ttl, limit, wait = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local ticket = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -34,20 +36,29 @@ redis.call('ZCARD', KEYS[6])
 local keepall = function(ms)
   keep(KEYS[1], ms); keep(KEYS[2], ms); keep(KEYS[3], ms); keep(KEYS[5], ms)
 end
+local function annotate()
+  if ARGV[6] ~= '' then redis.call('HSET', KEYS[7], ARGV[1], ARGV[6]); keep(KEYS[7], ttl) end
+end
+local function holder()
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #first == 0 then return false end
+  return redis.call('HGET', KEYS[7], first[1])
+end
 if myfence and alive and tonumber(alive) > now then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-  keepall(ttl)
+  keepall(ttl); annotate()
   return {1, tonumber(myfence)}
 end
 local dead = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 for i = 1, #dead do
   redis.call('ZREM', KEYS[1], dead[i])
   redis.call('HDEL', KEYS[5], dead[i])
+  redis.call('HDEL', KEYS[7], dead[i])
 end
 if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
 if not ticket or not alive or tonumber(alive) <= now then
   if ARGV[5] == '1' and redis.call('ZCARD', KEYS[1]) >= limit then
-    return {0, math.max(math.floor(wait / 3), 1)}
+    return {0, math.max(math.floor(wait / 3), 1), holder()}
   end
   ticket = redis.call('INCR', KEYS[3])
   redis.call('ZADD', KEYS[1], ticket, ARGV[1])
@@ -56,12 +67,12 @@ if redis.call('ZRANK', KEYS[1], ARGV[1]) < limit then
   local f = redis.call('INCR', KEYS[4])
   redis.call('HSET', KEYS[5], ARGV[1], f)
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-  keepall(ttl)
+  keepall(ttl); annotate()
   return {1, f}
 end
 redis.call('ZADD', KEYS[2], now + wait, ARGV[1])
 keepall(wait)
-return {0, math.max(math.floor(wait / 3), 1)}`)
+return {0, math.max(math.floor(wait / 3), 1), holder()}`)
 
 	// ARGV: 1 token, 2 channel. A waiter that gave up leaves the queue,
 	// which may move the next ticket up: wake a waiter.
@@ -79,6 +90,7 @@ local f = redis.call('HGET', KEYS[5], ARGV[1])
 if f then
   local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HDEL', KEYS[7], ARGV[1])
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('PUBLISH', ARGV[2], '1')
@@ -98,7 +110,7 @@ local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 and alive and tonumber(alive) > now then
   local ttl = tonumber(ARGV[2])
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[2], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl)
+  keep(KEYS[1], ttl); keep(KEYS[2], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl); keep(KEYS[7], ttl)
   return 1
 end
 return 0`)
@@ -174,7 +186,7 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 	return &fairSemaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys: []string{base + ":queue", base + ":alive", base + ":tickets",
-			base + ":fence", base + ":holders", base + ":released"},
+			base + ":fence", base + ":holders", base + ":released", base + ":who"},
 		channel: base + ":rel",
 		chans:   []string{base + ":rel"},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0"},

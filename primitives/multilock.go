@@ -23,33 +23,37 @@ type MultiLease interface {
 }
 
 // The all-at-once MultiLock scripts: KEYS are the Mutex keys of every name
-// in canonical order, three per name (lock, fence, release marker), so a
-// MultiLock excludes, and is excluded by, a Mutex of any of its names.
+// in canonical order, four per name (lock, fence, release marker,
+// annotation), so a MultiLock excludes, and is excluded by, a Mutex of any
+// of its names.
 var (
-	// ARGV: 1 token, 2 ttl ms. Reply {1, fence...} with one fence per
-	// name, or {0, hint ms}. Nothing is written unless every name is free.
+	// ARGV: 1 token, 2 ttl ms, 3 annotation. Reply {1, fence...} with one
+	// fence per name, or {0, hint ms, annotation of the holder that
+	// blocks longest}. Nothing is written unless every name is free.
 	multiAcquire = backend.NewScript(luaFence + `
-local n = #KEYS / 3
-local mine, hint = 0, 0
+local n = #KEYS / 4
+local mine, hint, who = 0, 0, false
 for i = 0, n - 1 do
-  local v = redis.call('GET', KEYS[i*3+1])
-  local bad = fence_of(KEYS[i*3+2]); if bad then return bad end
+  local v = redis.call('GET', KEYS[i*4+1])
+  local bad = fence_of(KEYS[i*4+2]); if bad then return bad end
   if v == ARGV[1] then
     mine = mine + 1
   elseif v then
-    hint = math.max(hint, redis.call('PTTL', KEYS[i*3+1]), 1)
+    local d = math.max(redis.call('PTTL', KEYS[i*4+1]), 1)
+    if d > hint then hint, who = d, redis.call('GET', KEYS[i*4+4]) end
   end
 end
-if hint > 0 then return {0, hint} end
+if hint > 0 then return {0, hint, who} end
 local out = {1}
 for i = 0, n - 1 do
   if mine == n then
-    redis.call('PEXPIRE', KEYS[i*3+1], ARGV[2])
-    out[#out+1] = tonumber(redis.call('GET', KEYS[i*3+2]) or '0')
+    redis.call('PEXPIRE', KEYS[i*4+1], ARGV[2])
+    out[#out+1] = tonumber(redis.call('GET', KEYS[i*4+2]) or '0')
   else
-    out[#out+1] = redis.call('INCR', KEYS[i*3+2])
-    redis.call('SET', KEYS[i*3+1], ARGV[1], 'PX', ARGV[2])
+    out[#out+1] = redis.call('INCR', KEYS[i*4+2])
+    redis.call('SET', KEYS[i*4+1], ARGV[1], 'PX', ARGV[2])
   end
+  if ARGV[3] ~= '' then redis.call('SET', KEYS[i*4+4], ARGV[3], 'PX', ARGV[2]) end
 end
 return out`)
 
@@ -57,14 +61,14 @@ return out`)
 	// every name still held; reply 1 when all were held (or already
 	// released by an earlier try), 0 when any had been lost.
 	multiRelease = backend.NewScript(`
-local n = #KEYS / 3
+local n = #KEYS / 4
 local all = 1
 for i = 0, n - 1 do
-  if redis.call('GET', KEYS[i*3+1]) == ARGV[1] then
-    redis.call('SET', KEYS[i*3+3], ARGV[1], 'PX', ARGV[2])
-    redis.call('DEL', KEYS[i*3+1])
+  if redis.call('GET', KEYS[i*4+1]) == ARGV[1] then
+    redis.call('SET', KEYS[i*4+3], ARGV[1], 'PX', ARGV[2])
+    redis.call('DEL', KEYS[i*4+1], KEYS[i*4+4])
     redis.call('PUBLISH', ARGV[3+i], '1')
-  elseif redis.call('GET', KEYS[i*3+3]) ~= ARGV[1] then
+  elseif redis.call('GET', KEYS[i*4+3]) ~= ARGV[1] then
     all = 0
   end
 end
@@ -72,20 +76,23 @@ return all`)
 
 	// ARGV: 1 token, 2 ttl ms. Extends only when every name is held.
 	multiExtend = backend.NewScript(`
-local n = #KEYS / 3
+local n = #KEYS / 4
 for i = 0, n - 1 do
-  if redis.call('GET', KEYS[i*3+1]) ~= ARGV[1] then return 0 end
+  if redis.call('GET', KEYS[i*4+1]) ~= ARGV[1] then return 0 end
 end
-for i = 0, n - 1 do redis.call('PEXPIRE', KEYS[i*3+1], ARGV[2]) end
+for i = 0, n - 1 do
+  redis.call('PEXPIRE', KEYS[i*4+1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[i*4+4], ARGV[2])
+end
 return 1`)
 
 	// ARGV: 1 token. The smallest PTTL, or -3 when any name is not held.
 	multiTTL = backend.NewScript(`
-local n = #KEYS / 3
+local n = #KEYS / 4
 local least = -1
 for i = 0, n - 1 do
-  if redis.call('GET', KEYS[i*3+1]) ~= ARGV[1] then return -3 end
-  local d = redis.call('PTTL', KEYS[i*3+1])
+  if redis.call('GET', KEYS[i*4+1]) ~= ARGV[1] then return -3 end
+  local d = redis.call('PTTL', KEYS[i*4+1])
   if least < 0 or d < least then least = d end
 end
 return least`)
@@ -96,7 +103,7 @@ type multiLock struct {
 	names    []string // canonical order
 	label    string   // the names joined, for errors and spans
 	cfg      config
-	keys     []string // all names' keys, three per name
+	keys     []string // all names' keys, four per name
 	channels []string // one per name
 	parts    []*mutex // one Mutex per name, for the one-slot-at-a-time path
 	split    bool     // the names' keys may live on different servers
@@ -185,7 +192,7 @@ func (ml *multiLock) acquire(ctx context.Context, try bool) (latchkit.Lease, err
 // WithReplicaAck, the fewest replicas any of its scripts reached.
 func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token string) ([]int64, int, error) {
 	if !ml.split {
-		v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, []string{token, ml.ttlArg})
+		v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, []string{token, ml.ttlArg, annotation(req)})
 		if err != nil {
 			return nil, 0, scriptErr(err)
 		}
@@ -193,20 +200,24 @@ func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token s
 		if !ok || len(a) < 2 {
 			return nil, 0, badReply(v)
 		}
+		if a[0] != int64(1) { // {0, hint, holder}
+			_, hint, holder, err := pair(v)
+			if err != nil {
+				return nil, 0, err
+			}
+			req.WaitHint, req.Holder = time.Duration(hint)*time.Millisecond, holder
+			return nil, 0, latchkit.ErrNotAcquired
+		}
 		nums := make([]int64, len(a))
 		for i, x := range a {
 			if nums[i], ok = x.(int64); !ok {
 				return nil, 0, badReply(v)
 			}
 		}
-		if nums[0] != 1 {
-			req.WaitHint = time.Duration(nums[1]) * time.Millisecond
-			return nil, 0, latchkit.ErrNotAcquired
-		}
 		if len(nums) != len(ml.names)+1 {
 			return nil, 0, badReply(v)
 		}
-		req.WaitHint = 0
+		req.WaitHint, req.Holder = 0, ""
 		return nums[1:], acks, nil
 	}
 	// One name at a time, in canonical order; on the first that is held,
@@ -214,15 +225,17 @@ func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token s
 	fences := make([]int64, 0, len(ml.parts))
 	least := 0
 	for i, m := range ml.parts {
-		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, ml.ttlArg})
+		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, ml.ttlArg, annotation(req)})
 		if i == 0 || acks < least {
 			least = acks
 		}
 		if err == nil {
 			var ok bool
 			var n int64
-			if ok, n, err = pair(v); err == nil && !ok {
+			var holder string
+			if ok, n, holder, err = pair(v); err == nil && !ok {
 				req.WaitHint = max(time.Duration(n)*time.Millisecond, 0)
+				req.Holder = holder
 				err = latchkit.ErrNotAcquired
 			} else if err == nil {
 				fences = append(fences, n)
@@ -236,7 +249,7 @@ func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token s
 		cancel()
 		return nil, 0, scriptErr(err)
 	}
-	req.WaitHint = 0
+	req.WaitHint, req.Holder = 0, ""
 	return fences, least, nil
 }
 

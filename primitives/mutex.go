@@ -26,23 +26,27 @@ type Mutex interface {
 
 // The mutex scripts. KEYS: 1 the lock (holder's token, PX ttl), 2 the fence
 // counter, 3 the release marker (the last released token, kept briefly so a
-// retried release can tell it already happened).
+// retried release can tell it already happened), 4 the holder's annotation
+// (latchkit.Request.Annotation, expiring with the lock).
 //
 // Reads and type checks come first, writes last: a key of the wrong type
 // raises an error before anything is changed.
 var (
-	// ARGV: 1 token, 2 ttl ms. Reply {1, fence} granted, {0, pttl} held.
+	// ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none). Reply
+	// {1, fence} granted, {0, pttl, holder's annotation} held.
 	// Finding its own token means an earlier try of this very attempt got
 	// through (its reply was lost): granted, with the TTL refreshed.
 	mutexAcquire = backend.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
-if v then return {0, redis.call('PTTL', KEYS[1])} end
+if v then return {0, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[4])} end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
 return {1, f}`)
 
 	// ARGV: 1 token, 2 channel, 3 marker ttl ms. Reply 1 released (now or
@@ -50,7 +54,7 @@ return {1, f}`)
 	mutexRelease = backend.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[4])
   redis.call('PUBLISH', ARGV[2], '1')
   return 1
 end
@@ -61,6 +65,7 @@ return 0`)
 	mutexExtend = backend.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[4], ARGV[2])
   return 1
 end
 return 0`)
@@ -79,7 +84,7 @@ type mutex struct {
 	b       backend.Backend
 	name    string
 	cfg     config
-	keys    []string // lock, fence, marker
+	keys    []string // lock, fence, marker, annotation
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
 	ttlArg  string
@@ -88,7 +93,8 @@ type mutex struct {
 // NewMutex returns a Mutex named name on b: Redis's SET NX PX lock with an
 // owner-checked release, a fencing token per grant, auto-extend and
 // wake-on-release waiting. Its keys are prefix{name}, prefix{name}:fence
-// (kept forever, so that fences never repeat) and prefix{name}:released.
+// (kept forever, so that fences never repeat), prefix{name}:released and
+// prefix{name}:who (the holder's annotation, when middleware sets one).
 func NewMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
 	m, err := newMutex(latchkit.KindMutex, b, name, opts)
 	if err != nil {
@@ -102,16 +108,16 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	if err != nil {
 		return nil, err
 	}
-	// The keys share their prefixes, so four strings cost two allocations:
-	// the lock key is a prefix of the fence key, the channel of the marker.
+	// The keys share their prefixes: the lock key is a prefix of the fence
+	// key, the channel of the marker.
 	base := KeyBase(cfg.prefix, name)
 	fence, marker := base+":fence", base+":released"
-	k := &[4]string{fence[:len(base)], fence, marker, marker[:len(base)+len(":rel")]}
+	k := &[5]string{fence[:len(base)], fence, marker, base + ":who", marker[:len(base)+len(":rel")]}
 	return &mutex{
 		b: b, name: name, cfg: cfg,
-		keys:    k[:3],
-		channel: k[3],
-		chans:   k[3:],
+		keys:    k[:4],
+		channel: k[4],
+		chans:   k[4:],
 		ttlArg:  ms(cfg.ttl),
 	}, nil
 }
@@ -132,7 +138,7 @@ func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latc
 func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 	req.Attempts++
 	start := time.Now()
-	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, m.ttlArg})
+	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, m.ttlArg, annotation(req)})
 	if err != nil {
 		return nil, scriptErr(err)
 	}
@@ -141,7 +147,7 @@ func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexExtend, m.keys[:1], []string{token, ms(ttl)}))
+	return flag(m.b.Eval(ctx, mutexExtend, m.keys, []string{token, ms(ttl)}))
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
@@ -159,18 +165,34 @@ func ms(d time.Duration) string {
 	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
 }
 
-// pair decodes a {flag, n} script reply.
-func pair(v backend.Value) (bool, int64, error) {
+// pair decodes a {flag, n} script reply, or {0, n, holder} where holder is
+// the annotation the holder stored (nil or a string).
+func pair(v backend.Value) (bool, int64, string, error) {
 	a, ok := v.([]backend.Value)
-	if !ok || len(a) != 2 {
-		return false, 0, badReply(v)
+	if !ok || len(a) < 2 || len(a) > 3 {
+		return false, 0, "", badReply(v)
 	}
 	flag, ok1 := a[0].(int64)
 	n, ok2 := a[1].(int64)
 	if !ok1 || !ok2 {
-		return false, 0, badReply(v)
+		return false, 0, "", badReply(v)
 	}
-	return flag == 1, n, nil
+	var holder string
+	if len(a) == 3 && a[2] != nil {
+		if holder, ok = a[2].(string); !ok {
+			return false, 0, "", badReply(v)
+		}
+	}
+	return flag == 1, n, holder, nil
+}
+
+// annotation is what an attempt stores beside its grant: the request's
+// Annotation, or nothing when it is too long to store.
+func annotation(req *latchkit.Request) string {
+	if len(req.Annotation) > latchkit.MaxAnnotation {
+		return ""
+	}
+	return req.Annotation
 }
 
 // errBadReply marks a script reply of an unexpected shape: a backend that

@@ -121,22 +121,24 @@ func each[T any](ctx context.Context, r *redlock, f func(ctx context.Context, i 
 
 type vote struct {
 	granted bool
-	n       int64 // fence when granted, the holder's pttl when not
+	n       int64  // fence when granted, the holder's pttl when not
+	holder  string // the holder's annotation, when not granted
 }
 
 func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 	req.Attempts++
 	start := time.Now()
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
-		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg})
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, annotation(req)})
 		if err != nil {
 			return vote{}, scriptErr(err)
 		}
-		ok, n, err := pair(v)
-		return vote{ok, n}, err
+		ok, n, holder, err := pair(v)
+		return vote{ok, n, holder}, err
 	})
 	var granted []int
 	var fence, hint int64
+	var holder string
 	for i, v := range votes {
 		switch {
 		case errs[i] != nil:
@@ -144,7 +146,7 @@ func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token stri
 			granted = append(granted, i)
 			fence = max(fence, v.n)
 		case v.n > 0 && (hint == 0 || v.n < hint):
-			hint = v.n
+			hint, holder = v.n, v.holder
 		}
 	}
 	fail := func(err error) (latchkit.Lease, error) {
@@ -160,6 +162,7 @@ func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token stri
 		if countRefused(votes, errs) > 0 {
 			// Someone holds it somewhere: wait for a release.
 			req.WaitHint = time.Duration(hint) * time.Millisecond
+			req.Holder = holder
 			return fail(latchkit.ErrNotAcquired)
 		}
 		return fail(fmt.Errorf("%d of %d instances granted, quorum %d: %w", len(granted), len(r.bs), r.quorum, errors.Join(errs...)))
@@ -195,7 +198,7 @@ func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token stri
 	if validity := r.cfg.ttl - time.Since(start) - drift(r.cfg.ttl); validity <= 0 {
 		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired))
 	}
-	req.WaitHint = 0
+	req.WaitHint, req.Holder = 0, ""
 	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, r.cfg.ttl, start, r.cfg.autoExtend), nil
 }
 
@@ -252,7 +255,7 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexExtend, r.m.keys[:1], []string{token, ms(ttl)}))
+		return flag(b.Eval(ctx, mutexExtend, r.m.keys, []string{token, ms(ttl)}))
 	})
 	return r.quorumOf(held, errs)
 }

@@ -49,35 +49,39 @@ end
 // The semaphore scripts. KEYS: 1 holders (zset token -> expiry, server ms),
 // 2 fence counter, 3 holder fences (hash token -> fence), 4 recently
 // released tokens (zset token -> release time, the last 1024 of the last
-// minute, so that a retried release can tell it already happened).
+// minute, so that a retried release can tell it already happened),
+// 5 holders' annotations (hash token -> latchkit.Request.Annotation).
 var (
-	// ARGV: 1 token, 2 ttl ms, 3 limit. Reply {1, fence} or {0, ms until
-	// the earliest holder expires}.
+	// ARGV: 1 token, 2 ttl ms, 3 limit, 4 annotation. Reply {1, fence} or
+	// {0, ms until the earliest holder expires, that holder's annotation}.
 	semAcquire = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
 local ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local bad = fence_of(KEYS[2]); if bad then return bad end
 local myfence = redis.call('HGET', KEYS[3], ARGV[1])
 redis.call('ZCARD', KEYS[4])
+local function annotate()
+  if ARGV[4] ~= '' then redis.call('HSET', KEYS[5], ARGV[1], ARGV[4]); keep(KEYS[5], ttl) end
+end
 if mine and tonumber(mine) > now then
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[3], ttl)
+  keep(KEYS[1], ttl); keep(KEYS[3], ttl); annotate()
   return {1, tonumber(myfence or '0')}
 end
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  for i = 1, #dead do redis.call('HDEL', KEYS[3], dead[i]) end
+  for i = 1, #dead do redis.call('HDEL', KEYS[3], dead[i]); redis.call('HDEL', KEYS[5], dead[i]) end
 end
 if redis.call('ZCARD', KEYS[1]) < limit then
   local f = redis.call('INCR', KEYS[2])
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
   redis.call('HSET', KEYS[3], ARGV[1], f)
-  keep(KEYS[1], ttl); keep(KEYS[3], ttl)
+  keep(KEYS[1], ttl); keep(KEYS[3], ttl); annotate()
   return {1, f}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {0, tonumber(first[2]) - now}`)
+return {0, tonumber(first[2]) - now, redis.call('HGET', KEYS[5], first[1])}`)
 
 	// ARGV: 1 token, 2 channel. Reply 1 released (now or by an earlier
 	// try of this release), 0 not held.
@@ -86,6 +90,7 @@ local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if exp then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
   if tonumber(exp) > now then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - 60000)
     redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -1024)
@@ -99,13 +104,14 @@ end
 if redis.call('ZSCORE', KEYS[4], ARGV[1]) then return 1 end
 return 0`)
 
-	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held.
+	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held. KEYS[1] the
+	// holders, KEYS[3] and KEYS[5] kept alive with them.
 	semExtend = backend.NewScript(luaNow + luaKeepAlive + `
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if exp and tonumber(exp) > now then
   local ttl = tonumber(ARGV[2])
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[3], ttl)
+  keep(KEYS[1], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl)
   return 1
 end
 return 0`)
@@ -157,7 +163,7 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 	base := KeyBase(cfg.prefix, name) + ":sem"
 	return &semaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
-		keys:    []string{base, base + ":fence", base + ":fences", base + ":released"},
+		keys:    []string{base, base + ":fence", base + ":fences", base + ":released", base + ":who"},
 		channel: base + ":rel",
 		chans:   []string{base + ":rel"},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit)},
@@ -192,15 +198,16 @@ func (s *semaphore) ttl(ctx context.Context, token string) (time.Duration, bool,
 // grant turns an acquire script's {flag, n} reply into a lease or a wait
 // hint.
 func grant(ctx context.Context, req *latchkit.Request, v backend.Value, h holder, token string, start time.Time, cfg config) (latchkit.Lease, error) {
-	ok, n, err := pair(v)
+	ok, n, holder, err := pair(v)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		req.WaitHint = max(time.Duration(n)*time.Millisecond, 0)
+		req.Holder = holder
 		return nil, latchkit.ErrNotAcquired
 	}
-	req.WaitHint = 0
+	req.WaitHint, req.Holder = 0, ""
 	return newLease(ctx, h, req.Kind, req.Name, token, n, cfg.ttl, start, cfg.autoExtend), nil
 }
 
