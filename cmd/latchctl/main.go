@@ -24,6 +24,9 @@ type command struct {
 
 var commands = []command{
 	{"demo", "run the marketplace demo and check its invariants", runDemo},
+	{"inspect", "show who holds a primitive: token prefixes, fences, TTLs, trace ids", runInspect},
+	{"list", "list the primitives under a prefix (by SCAN)", runList},
+	{"release", "force-release a stuck primitive, keeping its fence counter", runRelease},
 }
 
 // errUsage marks bad flags or arguments: exit status 2.

@@ -1,0 +1,621 @@
+package main
+
+// The inspection tools: inspect, list and release. They read (and, for
+// release, delete) a primitive's keys directly, in the layouts the scripts
+// of package primitives document:
+//
+//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
+//	latchctl list [-prefix latch:] [-addr host:port]
+//	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port] [-prefix latch:]
+//
+// inspect prints who holds a primitive, one line per holder (and per
+// waiter where Redis knows them): a token prefix (never a whole token: it
+// lets whoever knows it release the lease), the fence, the TTL left by the
+// server's clock, and the trace id of the holder's W3C traceparent when the
+// holder stored one. It reads everything in one script, so the picture is
+// consistent. list finds primitives by SCAN (never KEYS). release deletes
+// a stuck primitive's keys and wakes its waiters, in one script; it keeps
+// the fence counter, so that fences never repeat or go backwards.
+//
+// They connect to one server (-addr, default localhost:6379); on a Redis
+// Cluster, list sees only the keys of the node it reaches.
+
+import (
+	"cmp"
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/primitives"
+	"github.com/latchkit/latchkit/pubsub"
+)
+
+// kind is the key layout of one kind of primitive, below its KeyBase.
+type kind struct {
+	name string    // the -kind value
+	sub  string    // after the base: "", ":rw", ":sem", ":fair"
+	keys []keySpec // every key but the fence counter (sub+":fence")
+	show func(w io.Writer, now int64, k func(suffix string) keyState)
+}
+
+// keySpec is one key of a kind: its suffix after sub, and its Redis type.
+type keySpec struct{ suffix, typ string }
+
+// kinds are the layouts the tools know. A Mutex's layout is also that of a
+// ReentrantMutex, of each name of a MultiLock and of a Redlock on each
+// instance; a FairMutex is a FairSemaphore of one permit.
+var kinds = []kind{
+	{"mutex", "", []keySpec{{"", "string"}, {":released", "string"}, {":who", "string"}}, showMutex},
+	{"rw", ":rw", []keySpec{{":readers", "zset"}, {":writer", "string"}, {":waiting", "zset"},
+		{":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showRW},
+	{"sem", ":sem", []keySpec{{"", "zset"}, {":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showSem},
+	{"fairsem", ":fair", []keySpec{{":queue", "zset"}, {":alive", "zset"}, {":tickets", "string"},
+		{":holders", "hash"}, {":released", "zset"}, {":who", "hash"}}, showFair},
+}
+
+func kindByName(s string) (*kind, error) {
+	for i := range kinds {
+		if kinds[i].name == s {
+			return &kinds[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%w: -kind %q: want mutex, rw, sem or fairsem", errUsage, s)
+}
+
+// kindOfSuffix returns the kind a key's suffix (after its KeyBase) belongs
+// to, or nil for a key no primitive makes.
+func kindOfSuffix(suffix string) *kind {
+	for i, k := range kinds {
+		if suffix == k.sub+":fence" {
+			return &kinds[i]
+		}
+		for _, ks := range k.keys {
+			if suffix == k.sub+ks.suffix {
+				return &kinds[i]
+			}
+		}
+	}
+	return nil
+}
+
+// fenceKey is the fence counter, which release never deletes.
+func (k *kind) fenceKey(base string) string { return base + k.sub + ":fence" }
+
+// channel is where the primitive's waiters listen for releases.
+func (k *kind) channel(base string) string { return base + k.sub + ":rel" }
+
+// allKeys is the fence counter followed by the other keys.
+func (k *kind) allKeys(base string) []string {
+	keys := []string{k.fenceKey(base)}
+	for _, ks := range k.keys {
+		keys = append(keys, base+k.sub+ks.suffix)
+	}
+	return keys
+}
+
+var (
+	// snapshotScript reads every key in KEYS at one instant. Reply {now in
+	// server ms, then per key {TYPE, PTTL, contents}}: a string's value, a
+	// sorted set's members and scores, a hash's fields and values, or
+	// nothing for other types.
+	snapshotScript = backend.NewScript(`
+local t = redis.call('TIME')
+local out = {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local typ = redis.call('TYPE', k).ok
+  local v = {}
+  if typ == 'string' then v = {redis.call('GET', k)}
+  elseif typ == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  elseif typ == 'hash' then v = redis.call('HGETALL', k) end
+  out[i + 1] = {typ, redis.call('PTTL', k), v}
+end
+return out`)
+
+	// releaseScript is a forced release. KEYS: 1 the fence counter (read,
+	// never deleted), 2... the keys to delete. ARGV: 1 the release
+	// channel, 2 the message (pubsub.WakeAll). Reply {keys deleted, the
+	// fence counter or nil}.
+	releaseScript = backend.NewScript(`
+local f = false
+if redis.call('TYPE', KEYS[1]).ok == 'string' then f = redis.call('GET', KEYS[1]) end
+local n = redis.call('DEL', unpack(KEYS, 2))
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return {n, f}`)
+)
+
+// keyState is one key as the snapshot script read it.
+type keyState struct {
+	typ  string            // TYPE: "none", "string", "zset", "hash", ...
+	pttl int64             // PTTL: -1 for no expiry
+	val  string            // a string's value
+	zset []member          // a sorted set's members, by score
+	hash map[string]string // a hash's fields
+}
+
+type member struct {
+	token string
+	score int64
+}
+
+func (s keyState) exists() bool { return s.typ != "" && s.typ != "none" }
+
+// score returns the score of token in a sorted set.
+func (s keyState) score(token string) (int64, bool) {
+	i := slices.IndexFunc(s.zset, func(m member) bool { return m.token == token })
+	if i < 0 {
+		return 0, false
+	}
+	return s.zset[i].score, true
+}
+
+// snapshot reads keys in one script: the server's time in ms and each
+// key's state.
+func snapshot(ctx context.Context, b backend.Backend, keys []string) (int64, map[string]keyState, error) {
+	v, err := b.Eval(ctx, snapshotScript, keys, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read keys: %w", err)
+	}
+	bad := func() (int64, map[string]keyState, error) {
+		return 0, nil, fmt.Errorf("read keys: unexpected reply %#v", v)
+	}
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) != len(keys)+1 {
+		return bad()
+	}
+	now, ok := a[0].(int64)
+	if !ok {
+		return bad()
+	}
+	states := make(map[string]keyState, len(keys))
+	for i, key := range keys {
+		e, ok := a[i+1].([]backend.Value)
+		if !ok || len(e) != 3 {
+			return bad()
+		}
+		typ, ok1 := e[0].(string)
+		pttl, ok2 := e[1].(int64)
+		items, ok3 := e[2].([]backend.Value)
+		if !ok1 || !ok2 || !ok3 {
+			return bad()
+		}
+		s := make([]string, len(items))
+		for j, it := range items {
+			if s[j], ok = it.(string); !ok {
+				return bad()
+			}
+		}
+		st := keyState{typ: typ, pttl: pttl}
+		switch {
+		case typ == "string" && len(s) == 1:
+			st.val = s[0]
+		case typ == "zset":
+			for j := 0; j+1 < len(s); j += 2 {
+				f, err := strconv.ParseFloat(s[j+1], 64)
+				if err != nil {
+					return 0, nil, fmt.Errorf("read keys: score %q of %s: %w", s[j+1], key, err)
+				}
+				st.zset = append(st.zset, member{s[j], int64(f)})
+			}
+		case typ == "hash":
+			st.hash = make(map[string]string, len(s)/2)
+			for j := 0; j+1 < len(s); j += 2 {
+				st.hash[s[j]] = s[j+1]
+			}
+		}
+		states[key] = st
+	}
+	return now, states, nil
+}
+
+// toolFlags are the flags inspect, list and release share.
+type toolFlags struct {
+	target
+	prefix string
+}
+
+// flagSet makes the command's flag set with -addr, -driver and -prefix.
+func (o *toolFlags) flagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: latchctl %s %s\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.addr, "addr", "localhost:6379", "Redis address host:port")
+	fs.StringVar(&o.driver, "driver", "goredis", "driver: goredis or rueidis")
+	fs.StringVar(&o.prefix, "prefix", primitives.DefaultPrefix, "key prefix of the primitives (primitives.WithPrefix)")
+	return fs
+}
+
+// parse parses args, flags before or after the positional arguments (a
+// "--" ends the flags), and returns the NAME argument when wantName.
+func (o *toolFlags) parse(fs *flag.FlagSet, args []string, wantName bool) (string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", err
+			}
+			return "", fmt.Errorf("%w: %w", errUsage, err)
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	switch {
+	case o.addr == "":
+		return "", fmt.Errorf("%w: -addr is empty", errUsage)
+	case strings.ContainsAny(o.prefix, "{}"):
+		return "", fmt.Errorf("%w: -prefix %q contains '{' or '}'", errUsage, o.prefix)
+	case wantName && len(pos) == 0:
+		return "", fmt.Errorf("%w: missing NAME (usage: latchctl %s NAME [flags])", errUsage, fs.Name())
+	case wantName && pos[0] == "":
+		return "", fmt.Errorf("%w: empty NAME", errUsage)
+	case wantName && len(pos) > 1:
+		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, pos[1])
+	case !wantName && len(pos) > 0:
+		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if wantName {
+		return pos[0], nil
+	}
+	return "", nil
+}
+
+// connect runs f with a client of the server, closed afterwards.
+func (o *toolFlags) connect(ctx context.Context, f func(backend.Backend, func(context.Context, ...string) (any, error)) error) error {
+	if err := o.open(); err != nil {
+		return err
+	}
+	defer o.close()
+	b, do, closeFn, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return f(b, do)
+}
+
+// runInspect is `latchctl inspect`: who holds a primitive, read in one
+// script. Without -kind it shows every kind of primitive that has keys
+// under NAME.
+func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o toolFlags
+	fs := o.flagSet("inspect", "NAME [-kind mutex|rw|sem|fairsem] [flags]", stderr)
+	kindFlag := fs.String("kind", "", "mutex, rw, sem or fairsem (default: every kind with keys under NAME)")
+	name, err := o.parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	show := kinds
+	if *kindFlag != "" {
+		k, err := kindByName(*kindFlag)
+		if err != nil {
+			return err
+		}
+		show = []kind{*k}
+	}
+	base := primitives.KeyBase(o.prefix, name)
+	var keys []string
+	for _, k := range show {
+		keys = append(keys, k.allKeys(base)...)
+	}
+	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
+		now, states, err := snapshot(ctx, b, keys)
+		if err != nil {
+			return fmt.Errorf("inspect %s: %w", printable(name), err)
+		}
+		found := false
+		for _, k := range show {
+			all := k.allKeys(base)
+			if *kindFlag == "" && !slices.ContainsFunc(all, func(key string) bool { return states[key].exists() }) {
+				continue
+			}
+			found = true
+			fence := states[all[0]]
+			counter := "none"
+			if fence.exists() {
+				counter = fence.val
+			}
+			fmt.Fprintf(stdout, "%s %s: fence counter %s\n", k.name, printable(name), counter)
+			for i, ks := range append([]keySpec{{":fence", "string"}}, k.keys...) {
+				if st := states[all[i]]; st.exists() && st.typ != ks.typ {
+					fmt.Fprintf(stdout, "  warning: %s is a %s, not a %s: the primitive fails until it is fixed\n", printable(all[i]), st.typ, ks.typ)
+				}
+			}
+			k.show(stdout, now, func(suffix string) keyState { return states[base+k.sub+suffix] })
+		}
+		if !found {
+			return fmt.Errorf("no primitive named %s under prefix %q (try -kind, -prefix or latchctl list)", printable(name), o.prefix)
+		}
+		return nil
+	})
+}
+
+// showMutex shows a Mutex's holder: the fence of the current holder is the
+// counter's value, its TTL the lock key's.
+func showMutex(w io.Writer, _ int64, k func(string) keyState) {
+	lock := k("")
+	if lock.typ != "string" {
+		fmt.Fprintln(w, "  free")
+		return
+	}
+	ttl := "ttl=none"
+	if lock.pttl >= 0 {
+		ttl = ttlField(lock.pttl)
+	}
+	line(w, "holder", lock.val, fenceField(k(":fence").val), ttl, traceField(k(":who").val))
+}
+
+// showRW shows an RWLock's writer, its readers by fence and its waiting
+// writers' intents (with the time each intent has left).
+func showRW(w io.Writer, now int64, k func(string) keyState) {
+	writer, readers, waiting := k(":writer"), k(":readers"), k(":waiting")
+	fences, who := k(":fences").hash, k(":who").hash
+	if writer.typ == "string" {
+		ttl := "ttl=none"
+		if writer.pttl >= 0 {
+			ttl = ttlField(writer.pttl)
+		}
+		line(w, "writer", writer.val, fenceField(fences[writer.val]), ttl, traceField(who[writer.val]))
+	}
+	showHolders(w, now, "reader", readers, fences, who)
+	intents := slices.Clone(waiting.zset)
+	slices.SortFunc(intents, func(a, b member) int { return strings.Compare(a.token, b.token) })
+	for _, m := range intents {
+		line(w, "waiting", m.token, ttlField(m.score-now))
+	}
+	if writer.typ != "string" && len(readers.zset) == 0 && len(intents) == 0 {
+		fmt.Fprintln(w, "  free")
+	}
+}
+
+// showSem shows a Semaphore's holders by fence.
+func showSem(w io.Writer, now int64, k func(string) keyState) {
+	holders := k("")
+	showHolders(w, now, "holder", holders, k(":fences").hash, k(":who").hash)
+	if len(holders.zset) == 0 {
+		fmt.Fprintln(w, "  free")
+	}
+}
+
+// showHolders shows the members of a sorted set of holders (token ->
+// expiry in server ms), by fence, then token.
+func showHolders(w io.Writer, now int64, role string, holders keyState, fences, who map[string]string) {
+	ms := slices.Clone(holders.zset)
+	fence := func(m member) int64 {
+		f, err := strconv.ParseInt(fences[m.token], 10, 64)
+		if err != nil {
+			return -1
+		}
+		return f
+	}
+	slices.SortFunc(ms, func(a, b member) int {
+		return cmp.Or(cmp.Compare(fence(a), fence(b)), strings.Compare(a.token, b.token))
+	})
+	for _, m := range ms {
+		line(w, role, m.token, fenceField(fences[m.token]), ttlField(m.score-now), traceField(who[m.token]))
+	}
+}
+
+// showFair shows a FairSemaphore's queue in ticket order: the tickets in
+// the holders hash hold, the others wait (their TTL is how long their place
+// outlives their last attempt).
+func showFair(w io.Writer, now int64, k func(string) keyState) {
+	queue, alive := k(":queue"), k(":alive")
+	holders, who := k(":holders").hash, k(":who").hash
+	for _, m := range queue.zset {
+		ticket := "ticket=" + strconv.FormatInt(m.score, 10)
+		ttl := "ttl=?"
+		if exp, ok := alive.score(m.token); ok {
+			ttl = ttlField(exp - now)
+		}
+		if f, ok := holders[m.token]; ok {
+			line(w, "holder", m.token, ticket, fenceField(f), ttl, traceField(who[m.token]))
+		} else {
+			line(w, "waiting", m.token, ticket, ttl)
+		}
+	}
+	if len(queue.zset) == 0 {
+		fmt.Fprintln(w, "  free")
+	}
+}
+
+// line prints one holder or waiter: its role, token prefix and fields.
+func line(w io.Writer, role, token string, fields ...string) {
+	fmt.Fprintf(w, "  %-7s %s", role, shortToken(token))
+	for _, f := range fields {
+		if f != "" {
+			fmt.Fprint(w, "  ", f)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// shortToken is the first 8 characters of a token (of a shorter value, the
+// first half), followed by "…": enough to tell holders apart, never the
+// whole token, which lets whoever knows it release the lease.
+func shortToken(t string) string {
+	n := min(8, len(t)/2)
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, t[:n]) + "…"
+}
+
+func fenceField(f string) string {
+	if f == "" {
+		return "fence=?"
+	}
+	return "fence=" + f
+}
+
+// ttlField formats the milliseconds a holder has left.
+func ttlField(ms int64) string {
+	if ms <= 0 {
+		return "ttl=expired"
+	}
+	return "ttl=" + (time.Duration(ms) * time.Millisecond).String()
+}
+
+// traceField is "trace=<trace id>" for a W3C traceparent
+// ("00-<32 hex trace id>-<16 hex span id>-<2 hex flags>"), else "".
+func traceField(tp string) string {
+	p := strings.Split(tp, "-")
+	if len(p) != 4 || len(p[1]) != 32 || len(p[2]) != 16 {
+		return ""
+	}
+	if _, err := hex.DecodeString(p[1]); err != nil {
+		return ""
+	}
+	return "trace=" + strings.ToLower(p[1])
+}
+
+// printable returns s as it is when it prints plainly on one line, else
+// Go-quoted.
+func printable(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return r == utf8.RuneError || r == '"' || unicode.IsSpace(r) || !unicode.IsPrint(r)
+	}) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// runList is `latchctl list`: the primitives under -prefix, one line per
+// primitive (kind and name), found by SCAN (never KEYS, which blocks the
+// server), sorted by name, then kind. Keys of other prefixes that begin
+// with -prefix, and keys no primitive makes, are skipped.
+func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o toolFlags
+	fs := o.flagSet("list", "[flags]", stderr)
+	if _, err := o.parse(fs, args, false); err != nil {
+		return err
+	}
+	type entry struct{ name, kind string }
+	seen := map[entry]bool{}
+	err := o.connect(ctx, func(_ backend.Backend, do func(context.Context, ...string) (any, error)) error {
+		for cursor := "0"; ; {
+			v, err := do(ctx, "SCAN", cursor, "MATCH", globEscape(o.prefix)+"*", "COUNT", "1000")
+			if err != nil {
+				return fmt.Errorf("list: SCAN: %w", err)
+			}
+			a, _ := v.([]any)
+			if len(a) != 2 {
+				return fmt.Errorf("list: SCAN: unexpected reply %#v", v)
+			}
+			keys, _ := a[1].([]any)
+			for _, key := range keys {
+				prefix, name, suffix, ok := primitives.ParseKeyBase(fmt.Sprint(key))
+				if k := kindOfSuffix(suffix); ok && prefix == o.prefix && k != nil {
+					seen[entry{name, k.name}] = true
+				}
+			}
+			if cursor = fmt.Sprint(a[0]); cursor == "0" {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	list := make([]entry, 0, len(seen))
+	for e := range seen {
+		list = append(list, e)
+	}
+	slices.SortFunc(list, func(a, b entry) int {
+		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.kind, b.kind))
+	})
+	for _, e := range list {
+		fmt.Fprintf(stdout, "%-8s %s\n", e.kind, printable(e.name))
+	}
+	return nil
+}
+
+// globEscape escapes the characters SCAN's MATCH pattern treats specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// runRelease is `latchctl release`: a forced release of a stuck primitive.
+// In one script it deletes the primitive's keys (its holders, waiters'
+// places, fences of holders, release markers and annotations) and publishes
+// a message on its release channel that wakes every waiter. It does NOT
+// delete the fence counter: fences must never repeat or go backwards, so
+// the next grant's fence is above every earlier one. Whoever held the
+// primitive is not told: its next extend or release finds the lease lost.
+//
+// It refuses, changing nothing, unless -force is given and -confirm repeats
+// NAME.
+func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o toolFlags
+	fs := o.flagSet("release", "NAME -kind mutex|rw|sem|fairsem -force -confirm NAME [flags]", stderr)
+	kindFlag := fs.String("kind", "", "mutex, rw, sem or fairsem (required)")
+	force := fs.Bool("force", false, "really delete the primitive's keys")
+	confirm := fs.String("confirm", "", "NAME again, to confirm")
+	name, err := o.parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if *kindFlag == "" {
+		return fmt.Errorf("%w: release needs -kind (mutex, rw, sem or fairsem)", errUsage)
+	}
+	k, err := kindByName(*kindFlag)
+	if err != nil {
+		return err
+	}
+	if !*force || *confirm != name {
+		return fmt.Errorf("%w: refusing to release %s %s: a forced release takes the primitive away from whoever holds it; "+
+			"give -force and -confirm %s to do it (nothing was changed)", errUsage, k.name, printable(name), printable(name))
+	}
+	base := primitives.KeyBase(o.prefix, name)
+	keys := k.allKeys(base)
+	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
+		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll})
+		if err != nil {
+			return fmt.Errorf("release %s %s: %w", k.name, printable(name), err)
+		}
+		a, _ := v.([]backend.Value)
+		var n int64
+		ok := len(a) == 2
+		if ok {
+			n, ok = a[0].(int64)
+		}
+		if !ok {
+			return fmt.Errorf("release %s %s: unexpected reply %#v", k.name, printable(name), v)
+		}
+		fence := "none"
+		if f, ok := a[1].(string); ok {
+			fence = f
+		}
+		fmt.Fprintf(stdout, "released %s %s: deleted %d keys, woke waiters on %s\n", k.name, printable(name), n, printable(k.channel(base)))
+		fmt.Fprintf(stdout, "kept the fence counter %s (at %s): fences never repeat or go backwards\n", printable(keys[0]), fence)
+		return nil
+	})
+}

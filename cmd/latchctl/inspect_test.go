@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// traceparent is a holder's W3C trace context, as a tracing middleware
+// would store it in a "who" key.
+const (
+	traceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traceparent = "00-" + traceID + "-00f067aa0ba902b7-01"
+)
+
+// holdOpts make leases that stay put for the whole test: no watchdog, a
+// TTL far beyond it.
+var holdOpts = []primitives.Option{primitives.WithAutoExtend(false), primitives.WithTTL(time.Minute)}
+
+// env is a redis-server of the test's own with a go-redis client on it.
+type env struct {
+	s  *redistest.Server
+	rc *redis.Client
+	b  *goredis.Backend
+}
+
+func newEnv(t *testing.T) *env {
+	s := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rc.Close() })
+	return &env{s: s, rc: rc, b: goredis.New(rc)}
+}
+
+// latchctl runs the command line args against the test's server.
+func (e *env) latchctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), append(args, "-addr", e.s.Addr), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// mustRun runs args and fails unless they exit 0.
+func (e *env) mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := e.latchctl(t, args...)
+	if code != 0 {
+		t.Fatalf("latchctl %v: exit %d: %s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+func (e *env) do(t *testing.T, args ...any) any {
+	t.Helper()
+	v, err := e.rc.Do(context.Background(), args...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return v
+}
+
+// waitFor polls cond until it holds, failing the test after 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// holderLine finds the output line of the lease with token tok and checks
+// that it shows the token's prefix only, its fence and a TTL near a minute.
+func holderLine(t *testing.T, out, role string, l latchkit.Lease) string {
+	t.Helper()
+	tok := l.Token()
+	if strings.Contains(out, tok) {
+		t.Fatalf("a whole token is shown:\n%s", out)
+	}
+	for _, ln := range strings.Split(out, "\n") {
+		if !strings.Contains(ln, tok[:8]+"…") {
+			continue
+		}
+		if f := strings.Fields(ln); f[0] != role {
+			t.Errorf("%s… shown as %q, want %s", tok[:8], f[0], role)
+		}
+		if !strings.Contains(ln, fmt.Sprintf(" fence=%d ", l.Fence())) {
+			t.Errorf("fence %d missing: %q", l.Fence(), ln)
+		}
+		var ttl time.Duration
+		if m := regexp.MustCompile(`  ttl=(\S+)`).FindStringSubmatch(ln); m != nil {
+			ttl, _ = time.ParseDuration(m[1])
+		}
+		if ttl < 50*time.Second || ttl > time.Minute {
+			t.Errorf("ttl not near a minute: %q", ln)
+		}
+		return ln
+	}
+	t.Fatalf("no line for %s…:\n%s", tok[:8], out)
+	return ""
+}
+
+// A Mutex's holder: token prefix, fence, TTL and the trace id of its "who"
+// key, the kind detected from its keys, through both drivers.
+func TestInspectMutex(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "orders", holdOpts...))
+	if err := must[latchkit.Lease](t)(m.Lock(ctx)).Release(ctx); err != nil { // fence 1
+		t.Fatal(err)
+	}
+	l := must[latchkit.Lease](t)(m.Lock(ctx)) // fence 2, the counter's value
+	e.do(t, "SET", primitives.KeyBase("latch:", "orders")+":who", traceparent, "PX", 60000)
+	for _, args := range [][]string{
+		{"inspect", "orders"},
+		{"inspect", "orders", "-kind", "mutex"},
+		{"inspect", "-driver", "rueidis", "orders"},
+	} {
+		out := e.mustRun(t, args...)
+		t.Logf("latchctl %v:\n%s", args, out)
+		if !strings.HasPrefix(out, "mutex orders: fence counter 2\n") || strings.Count(out, "\n") != 2 {
+			t.Errorf("%v:\n%s", args, out)
+		}
+		if ln := holderLine(t, out, "holder", l); !strings.HasSuffix(ln, " trace="+traceID) {
+			t.Errorf("%v: no trace id: %q", args, ln)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.mustRun(t, "inspect", "orders"); out != "mutex orders: fence counter 2\n  free\n" {
+		t.Errorf("released:\n%s", out)
+	}
+	// Nothing under a name: an error, unless the kind is given.
+	if code, _, errOut := e.latchctl(t, "inspect", "nothing"); code != 1 || !strings.Contains(errOut, "no primitive named nothing") {
+		t.Errorf("unknown name: exit %d, %s", code, errOut)
+	}
+	if out := e.mustRun(t, "inspect", "nothing", "-kind", "sem"); out != "sem nothing: fence counter none\n  free\n" {
+		t.Errorf("-kind sem on nothing:\n%s", out)
+	}
+	// A key of the wrong type is pointed out.
+	e.do(t, "HSET", "latch:{broken}", "f", "v")
+	if out := e.mustRun(t, "inspect", "broken"); !strings.Contains(out, "warning: latch:{broken} is a hash, not a string") {
+		t.Errorf("wrong type:\n%s", out)
+	}
+}
+
+// An RWLock's readers and a waiting writer's intent, then the writer.
+func TestInspectRWLock(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rw := must[primitives.RWLock](t)(primitives.NewRWLock(e.b, "doc", holdOpts...))
+	r1 := must[latchkit.Lease](t)(rw.RLock(ctx))
+	r2 := must[latchkit.Lease](t)(rw.RLock(ctx))
+	base := primitives.KeyBase("latch:", "doc") + ":rw"
+	e.do(t, "HSET", base+":who", r2.Token(), traceparent)
+
+	got := make(chan latchkit.Lease, 1)
+	go func() {
+		l, err := rw.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, "the writer's intent", func() bool { return e.do(t, "ZCARD", base+":waiting") == int64(1) })
+	intent := e.do(t, "ZRANGE", base+":waiting", 0, 0).([]any)[0].(string)
+
+	out := e.mustRun(t, "inspect", "doc")
+	t.Logf("read-held:\n%s", out)
+	if ln := holderLine(t, out, "reader", r1); strings.Contains(ln, "trace=") {
+		t.Errorf("trace id without a who entry: %q", ln)
+	}
+	if ln := holderLine(t, out, "reader", r2); !strings.HasSuffix(ln, " trace="+traceID) {
+		t.Errorf("no trace id: %q", ln)
+	}
+	if !regexp.MustCompile(`(?m)^  waiting `+intent[:8]+`…  ttl=[0-9.]+m?s$`).MatchString(out) || strings.Contains(out, intent) {
+		t.Errorf("writer's intent %s… not shown as waiting:\n%s", intent[:8], out)
+	}
+	if !strings.HasPrefix(out, "rw doc: fence counter 2\n") || strings.Index(out, r1.Token()[:8]) > strings.Index(out, r2.Token()[:8]) {
+		t.Errorf("header or order of readers:\n%s", out)
+	}
+
+	for _, r := range []latchkit.Lease{r1, r2} {
+		if err := r.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := <-got
+	if w == nil {
+		t.FailNow()
+	}
+	defer w.Release(ctx)
+	out = e.mustRun(t, "inspect", "doc", "-kind", "rw")
+	t.Logf("write-held:\n%s", out)
+	holderLine(t, out, "writer", w)
+	if strings.Count(out, "\n") != 2 {
+		t.Errorf("readers or intents left:\n%s", out)
+	}
+}
+
+// A Semaphore's holders, and a FairSemaphore's holder and queued ticket in
+// ticket order; a name with two kinds of primitive shows both.
+func TestInspectSemaphores(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, "pool", 3, holdOpts...))
+	h1 := must[latchkit.Lease](t)(sem.Acquire(ctx))
+	h2 := must[latchkit.Lease](t)(sem.Acquire(ctx))
+	defer h1.Release(ctx)
+	defer h2.Release(ctx)
+	e.do(t, "HSET", primitives.KeyBase("latch:", "pool")+":sem:who", h1.Token(), traceparent)
+	out := e.mustRun(t, "inspect", "pool")
+	t.Logf("semaphore:\n%s", out)
+	if ln := holderLine(t, out, "holder", h1); !strings.HasSuffix(ln, " trace="+traceID) {
+		t.Errorf("no trace id: %q", ln)
+	}
+	holderLine(t, out, "holder", h2)
+	if !strings.HasPrefix(out, "sem pool: fence counter 2\n") || strings.Count(out, "\n") != 3 {
+		t.Errorf("semaphore:\n%s", out)
+	}
+
+	// The same name as a FairSemaphore of one permit, with a waiter.
+	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 1, holdOpts...))
+	f1 := must[latchkit.Lease](t)(fair.Acquire(ctx))
+	defer f1.Release(ctx)
+	base := primitives.KeyBase("latch:", "pool") + ":fair"
+	e.do(t, "HSET", base+":who", f1.Token(), traceparent)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := fair.Acquire(wctx)
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter: %v", err)
+		}
+	}()
+	waitFor(t, "a queued ticket", func() bool { return e.do(t, "ZCARD", base+":queue") == int64(2) })
+	waiter := e.do(t, "ZRANGE", base+":queue", 1, 1).([]any)[0].(string)
+
+	out = e.mustRun(t, "inspect", "pool", "-kind", "fairsem")
+	t.Logf("fair semaphore:\n%s", out)
+	if ln := holderLine(t, out, "holder", f1); !strings.Contains(ln, " ticket=1 ") || !strings.HasSuffix(ln, " trace="+traceID) {
+		t.Errorf("holder: %q", ln)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "fairsem pool: fence counter 1" ||
+		!regexp.MustCompile(`^  waiting `+waiter[:8]+`…  ticket=2  ttl=[0-9.]+m?s$`).MatchString(lines[2]) || strings.Contains(out, waiter) {
+		t.Errorf("want the holder, then ticket 2 of %s… waiting:\n%s", waiter[:8], out)
+	}
+
+	// Without -kind both kinds of "pool" show.
+	out = e.mustRun(t, "inspect", "pool")
+	if !strings.Contains(out, "sem pool: ") || !strings.Contains(out, "fairsem pool: ") || strings.Contains(out, "mutex pool") {
+		t.Errorf("both kinds:\n%s", out)
+	}
+}
+
+// list finds every primitive once, names unescaped, over several SCAN
+// pages, and never uses KEYS.
+func TestList(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	odd := "a{b}%c" // escaped in its keys
+	m := must[primitives.Mutex](t)(primitives.NewMutex(e.b, odd, holdOpts...))
+	l := must[latchkit.Lease](t)(m.Lock(ctx))
+	defer l.Release(ctx)
+	freed := must[latchkit.Lease](t)(must[primitives.Mutex](t)(primitives.NewMutex(e.b, "freed", holdOpts...)).Lock(ctx))
+	if err := freed.Release(ctx); err != nil { // its fence counter stays
+		t.Fatal(err)
+	}
+	rw := must[primitives.RWLock](t)(primitives.NewRWLock(e.b, "doc", holdOpts...))
+	defer must[latchkit.Lease](t)(rw.RLock(ctx)).Release(ctx)
+	defer must[latchkit.Lease](t)(rw.RLock(ctx)).Release(ctx)
+	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, "pool", 5, holdOpts...))
+	defer must[latchkit.Lease](t)(sem.Acquire(ctx)).Release(ctx)
+	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 5, holdOpts...))
+	defer must[latchkit.Lease](t)(fair.Acquire(ctx)).Release(ctx)
+	other := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "elsewhere", append(holdOpts, primitives.WithPrefix("latch:x:"))...))
+	defer must[latchkit.Lease](t)(other.Lock(ctx)).Release(ctx)
+	// Filler: 2500 keys under the prefix that no primitive made.
+	args := []any{"MSET", "latch:{doc}:unknown", "x", "other:{y}", "x"}
+	for i := range 2500 {
+		args = append(args, fmt.Sprintf("latch:filler:%d", i), "x")
+	}
+	e.do(t, args...)
+
+	before := must[map[string]int64](t)(e.s.CommandStats(ctx))
+	out := e.mustRun(t, "list")
+	after := must[map[string]int64](t)(e.s.CommandStats(ctx))
+	want := "mutex    a{b}%c\nrw       doc\nmutex    freed\nfairsem  pool\nsem      pool\n"
+	if out != want {
+		t.Errorf("list:\n%s\nwant:\n%s", out, want)
+	}
+	if scans := after["scan"] - before["scan"]; scans < 3 || after["keys"] != 0 {
+		t.Errorf("%d SCAN calls over 2500+ keys at COUNT 1000, %d KEYS", scans, after["keys"])
+	}
+	if out := e.mustRun(t, "list", "-prefix", "latch:x:"); out != "mutex    elsewhere\n" {
+		t.Errorf("list -prefix latch:x:\n%s", out)
+	}
+}
+
+// dumps is the DUMP of every key matching pattern, and whether it
+// expires, read by SCAN.
+func (e *env) dumps(t *testing.T, pattern string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	iter := e.rc.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		out[k] = fmt.Sprintf("%q expires=%v", e.do(t, "DUMP", k), e.do(t, "PTTL", k) != int64(-1))
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// release refuses without -force and a matching -confirm, and then changes
+// nothing: no key, and no script, DEL or PUBLISH reaches the server.
+func TestReleaseRefuses(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "stuck", holdOpts...))
+	l := must[latchkit.Lease](t)(m.Lock(ctx))
+	defer l.Release(ctx)
+	before := e.dumps(t, "*")
+	stats := must[map[string]int64](t)(e.s.CommandStats(ctx))
+	for _, args := range [][]string{
+		{"release", "stuck", "-kind", "mutex"},
+		{"release", "stuck", "-kind", "mutex", "-confirm", "stuck"},
+		{"release", "stuck", "-kind", "mutex", "-force"},
+		{"release", "stuck", "-kind", "mutex", "-force", "-confirm", "stuk"},
+		{"release", "stuck", "-force", "-confirm", "stuck"},
+	} {
+		code, out, errOut := e.latchctl(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "-kind") && !strings.Contains(errOut, "nothing was changed") {
+			t.Errorf("%v: exit %d, %q %q", args, code, out, errOut)
+		}
+	}
+	after := must[map[string]int64](t)(e.s.CommandStats(ctx))
+	for _, c := range []string{"eval", "evalsha", "del", "publish"} {
+		if after[c] != stats[c] {
+			t.Errorf("%s ran: %d -> %d", c, stats[c], after[c])
+		}
+	}
+	if got := e.dumps(t, "*"); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("keys changed:\n%v\n->\n%v", before, got)
+	}
+	if _, err := l.TTL(ctx); err != nil {
+		t.Errorf("the holder lost its lease: %v", err)
+	}
+}
+
+// A forced release of each kind deletes every key but the fence counter,
+// whose value stays; the holder's lease is gone; a waiter blocked on the
+// primitive wakes and gets it, with the next fence.
+func TestReleaseForce(t *testing.T) {
+	type acquirer func(context.Context) (latchkit.Lease, error)
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		kind  string
+		build func(name string) acquirer
+	}{
+		{"mutex", func(name string) acquirer {
+			return must[primitives.Mutex](t)(primitives.NewMutex(e.b, name, holdOpts...)).Lock
+		}},
+		{"rw", func(name string) acquirer {
+			return must[primitives.RWLock](t)(primitives.NewRWLock(e.b, name, holdOpts...)).Lock
+		}},
+		{"sem", func(name string) acquirer {
+			return must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, name, 1, holdOpts...)).Acquire
+		}},
+		{"fairsem", func(name string) acquirer {
+			return must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, name, 1, holdOpts...)).Acquire
+		}},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			name := "stuck " + c.kind
+			acquire := c.build(name)
+			k := must[*kind](t)(kindByName(c.kind))
+			base := primitives.KeyBase("latch:", name)
+			fenceKey := k.fenceKey(base)
+			release := []string{"release", name, "-kind", c.kind, "-force", "-confirm", name}
+
+			// Without a waiter: only the fence counter is left.
+			old := must[latchkit.Lease](t)(acquire(ctx))
+			if c.kind == "mutex" {
+				e.do(t, "SET", base+":who", traceparent, "PX", 60000)
+			} else {
+				e.do(t, "HSET", base+k.sub+":who", old.Token(), traceparent)
+			}
+			out := e.mustRun(t, release...)
+			t.Logf("%s", out)
+			if !strings.Contains(out, fmt.Sprintf("kept the fence counter %s (at %d)", strconv.Quote(fenceKey), old.Fence())) {
+				t.Errorf("output:\n%s", out)
+			}
+			var left []string
+			for key := range e.dumps(t, globEscape(base)+"*") {
+				left = append(left, key)
+			}
+			if len(left) != 1 || left[0] != fenceKey || e.do(t, "GET", fenceKey) != strconv.FormatInt(old.Fence(), 10) {
+				t.Errorf("keys left: %v, fence counter %v; want only %s at %d", left, e.do(t, "GET", fenceKey), fenceKey, old.Fence())
+			}
+			if _, err := old.TTL(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
+				t.Errorf("old holder's TTL: %v, want ErrLeaseLost", err)
+			}
+
+			// With a waiter blocked on the holder: it wakes and gets the
+			// next fence long before the holder's minute is up.
+			held := must[latchkit.Lease](t)(acquire(ctx))
+			if held.Fence() != old.Fence()+1 {
+				t.Errorf("fence after release %d, want %d", held.Fence(), old.Fence()+1)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			got := make(chan latchkit.Lease, 1)
+			go func() {
+				l, err := acquire(wctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			channel := k.channel(base)
+			waitFor(t, "the waiter to subscribe", func() bool {
+				return e.do(t, "PUBSUB", "NUMSUB", channel).([]any)[1] == int64(1)
+			})
+			start := time.Now()
+			e.mustRun(t, release...)
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			defer l.Release(ctx)
+			if l.Fence() != held.Fence()+1 || time.Since(start) > 10*time.Second {
+				t.Errorf("waiter got fence %d after %v; want %d", l.Fence(), time.Since(start), held.Fence()+1)
+			}
+		})
+	}
+}
+
+// Bad input is refused before anything connects: exit status 2 and a
+// message that says what is wrong.
+func TestInspectBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect"}, "missing NAME"},
+		{[]string{"inspect", ""}, "empty NAME"},
+		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rw, sem or fairsem`},
+		{[]string{"inspect", "x", "y"}, `unexpected argument "y"`},
+		{[]string{"inspect", "x", "-prefix", "a{"}, `-prefix "a{"`},
+		{[]string{"inspect", "x", "-addr", ""}, "-addr is empty"},
+		{[]string{"inspect", "x", "-driver", "redigo"}, `-driver "redigo"`},
+		{[]string{"inspect", "x", "-bogus"}, "flag provided but not defined"},
+		{[]string{"list", "x"}, `unexpected argument "x"`},
+		{[]string{"release"}, "missing NAME"},
+		{[]string{"release", "", "-kind", "mutex", "-force", "-confirm", ""}, "empty NAME"},
+		{[]string{"release", "x", "-kind", "lock", "-force", "-confirm", "x"}, `-kind "lock"`},
+		{[]string{"release", "x", "-force", "-confirm", "x"}, "release needs -kind"},
+		{[]string{"release", "x", "-kind", "mutex", "-force"}, "refusing to release mutex x"},
+	} {
+		var out, errOut bytes.Buffer
+		// An address nothing listens on: these must fail before dialing.
+		args := append([]string{c.args[0], "-addr", "127.0.0.1:1"}, c.args[1:]...)
+		code := run(context.Background(), args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("latchctl %q: exit %d, %q; want exit 2 mentioning %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+	// "--" ends the flags: a name may start with "-".
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"release", "-kind", "mutex", "--", "-x"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "refusing to release mutex -x") {
+		t.Errorf("--: exit %d, %s", code, errOut.String())
+	}
+	if code := run(context.Background(), []string{"inspect", "-h"}, &out, &errOut); code != 0 ||
+		!strings.Contains(errOut.String(), "usage: latchctl inspect NAME") {
+		t.Errorf("-h: exit %d, %s", code, errOut.String())
+	}
+}
