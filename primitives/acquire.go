@@ -66,7 +66,7 @@ func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h 
 		if err != nil {
 			return nil, scriptErr(err)
 		}
-		l, err := grant(ctx, req, v, h, token, start, *cfg)
+		l, err := grant(ctx, req, v, h, token, start, cfg)
 		return cfg.acked(ctx, l, err, acks)
 	}
 }

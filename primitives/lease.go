@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -49,6 +50,7 @@ type lease struct {
 	// made on first use: most callers never ask for it.
 	parent     context.Context
 	autoExtend bool
+	log        *slog.Logger // WithLogger; nil: discard
 
 	// renew serializes Extend and the watchdog's renewals, so that a
 	// renewal computed with the old TTL cannot undo an Extend.
@@ -75,13 +77,24 @@ type dog struct {
 
 // newLease starts a lease granted by an attempt that began at start.
 // parent's values (not its cancellation) are inherited by Context.
-func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, ttl time.Duration, start time.Time, autoExtend bool) *lease {
-	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence,
-		parent: parent, autoExtend: autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
-	if autoExtend {
+func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, start time.Time, cfg *config) *lease {
+	ttl := cfg.ttl
+	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
+		parent: parent, autoExtend: cfg.autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
+	if l.autoExtend {
 		l.startWatchdogLocked()
 	}
 	return l
+}
+
+// logAttrs logs msg about the lease (never its token) at level, when
+// WithLogger gave a logger.
+func (l *lease) logAttrs(level slog.Level, msg string, attrs ...slog.Attr) {
+	if l.log == nil {
+		return
+	}
+	attrs = append(attrs, slog.String("kind", string(l.kind)), slog.String("name", l.name), slog.Int64("fence", l.fence))
+	l.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
 func (l *lease) Name() string  { return l.name }
@@ -207,8 +220,11 @@ func (l *lease) Release(ctx context.Context) error {
 // errReleased is the cause of a lease context ended by Release.
 var errReleased = errors.New("latchkit: lease released")
 
-// lose marks the lease lost and ends its context.
-func (l *lease) lose(cause error) { l.end(cause) }
+// lose marks the lease lost, ends its context and logs why.
+func (l *lease) lose(cause error) {
+	l.logAttrs(slog.LevelWarn, "latchkit: lease lost", slog.String("cause", cause.Error()))
+	l.end(cause)
+}
 
 // expire ends the context of a lease without auto-extend at its deadline.
 func (l *lease) expire() {
@@ -290,6 +306,8 @@ func (l *lease) watchdog(d *dog) {
 			lastErr = err
 			// Try again soon, but not in a tight loop.
 			next = time.Now().Add(max(ttl/10, 5*time.Millisecond))
+			l.logAttrs(slog.LevelWarn, "latchkit: lease renewal failed", slog.String("error", err.Error()),
+				slog.Duration("left", time.Until(deadline)), slog.Duration("retry_in", time.Until(next)))
 		case !held:
 			l.lose(fmt.Errorf("renewal found the lease gone: %w", latchkit.ErrLeaseLost))
 			return

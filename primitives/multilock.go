@@ -182,7 +182,7 @@ func (ml *multiLock) acquire(ctx context.Context, try bool) (latchkit.Lease, err
 				byName[n] = fences[i]
 			}
 			return ml.cfg.acked(ctx, &multiLease{
-				lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, token, slices.Max(fences), ml.cfg.ttl, start, ml.cfg.autoExtend),
+				lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, token, slices.Max(fences), start, &ml.cfg),
 				fences: byName,
 			}, nil, acks)
 		}})

@@ -142,7 +142,7 @@ func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string
 	if err != nil {
 		return nil, scriptErr(err)
 	}
-	l, err := grant(ctx, req, v, m, token, start, m.cfg)
+	l, err := grant(ctx, req, v, m, token, start, &m.cfg)
 	return m.cfg.acked(ctx, l, err, acks)
 }
 

@@ -102,7 +102,7 @@ func TestLeaseEndsBeforeTTLWhenRenewalsFail(t *testing.T) {
 	_, b := newMiniBackend(t)
 	mu, _ := newMutex(latchkit.KindMutex, b, "f", []Option{WithTTL(300 * time.Millisecond)})
 	start := time.Now()
-	l := newLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", newToken(), 1, 300*time.Millisecond, start, true)
+	l := newLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", newToken(), 1, start, &config{ttl: 300 * time.Millisecond, autoExtend: true})
 	select {
 	case <-l.Context().Done():
 		took := time.Since(start)

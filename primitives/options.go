@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
@@ -33,6 +34,8 @@ type config struct {
 
 	ackReplicas int           // WithReplicaAck; 0: off
 	ackTimeout  time.Duration // WithReplicaAck
+
+	log *slog.Logger // WithLogger; nil: discard
 
 	stack []latchkit.Middleware // mws, then wake-on-release and retry
 }
@@ -87,6 +90,13 @@ func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.in
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(c *config) { c.ackReplicas, c.ackTimeout = n, timeout }
 }
+
+// WithLogger logs what a lease's holder may otherwise not see in time: a
+// lease lost (a renewal found it gone or could not reach Redis before the
+// TTL ran out, or it expired without auto-extend) at Warn, and each failed
+// renewal at Warn with the time the lease has left. Records carry the
+// kind, name and fence, never the token. Default: nothing is logged.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithPrefix sets the key namespace (default "latch:"). It must not contain
 // '{' or '}', which would break the hash tag that keeps a primitive's keys in

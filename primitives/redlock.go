@@ -199,7 +199,7 @@ func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token stri
 		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired))
 	}
 	req.WaitHint, req.Holder = 0, ""
-	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, r.cfg.ttl, start, r.cfg.autoExtend), nil
+	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, start, &r.cfg), nil
 }
 
 var errSkip = errors.New("skipped")

@@ -197,7 +197,7 @@ func (s *semaphore) ttl(ctx context.Context, token string) (time.Duration, bool,
 
 // grant turns an acquire script's {flag, n} reply into a lease or a wait
 // hint.
-func grant(ctx context.Context, req *latchkit.Request, v backend.Value, h holder, token string, start time.Time, cfg config) (latchkit.Lease, error) {
+func grant(ctx context.Context, req *latchkit.Request, v backend.Value, h holder, token string, start time.Time, cfg *config) (latchkit.Lease, error) {
 	ok, n, holder, err := pair(v)
 	if err != nil {
 		return nil, err
@@ -208,7 +208,7 @@ func grant(ctx context.Context, req *latchkit.Request, v backend.Value, h holder
 		return nil, latchkit.ErrNotAcquired
 	}
 	req.WaitHint, req.Holder = 0, ""
-	return newLease(ctx, h, req.Kind, req.Name, token, n, cfg.ttl, start, cfg.autoExtend), nil
+	return newLease(ctx, h, req.Kind, req.Name, token, n, start, cfg), nil
 }
 
 // flag decodes a 1/0 script reply.

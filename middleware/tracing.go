@@ -1,0 +1,345 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/latchkit/latchkit"
+)
+
+// ScopeName is the instrumentation scope of the tracer and meter that
+// Tracing uses: the module path.
+const ScopeName = "github.com/latchkit/latchkit"
+
+// The attributes Tracing sets. Tokens never appear in any of them.
+const (
+	AttrKind     = attribute.Key("latchkit.kind")     // the primitive's kind
+	AttrName     = attribute.Key("latchkit.name")     // the primitive's name
+	AttrOutcome  = attribute.Key("latchkit.outcome")  // acquired, not_acquired, ctx_done, error
+	AttrAttempts = attribute.Key("latchkit.attempts") // attempts made by an acquisition
+	AttrAttempt  = attribute.Key("latchkit.attempt")  // the number of one attempt
+	AttrFence    = attribute.Key("latchkit.fence")    // the grant's fencing token
+	AttrWaitHint = attribute.Key("latchkit.wait_hint_ms")
+	AttrLinkType = attribute.Key("latchkit.link") // "holder" on a link to the span that held what we waited for
+)
+
+// The outcomes of an acquisition, as AttrOutcome values.
+const (
+	OutcomeAcquired    = "acquired"
+	OutcomeNotAcquired = "not_acquired" // a Try found it held, or the retry policy gave up
+	OutcomeCtxDone     = "ctx_done"     // the context ended the wait
+	OutcomeError       = "error"        // Redis unreachable, bad input, ...
+)
+
+// maxHolderLinks bounds the links one acquisition span gets to holders'
+// spans (each distinct holder it waited for counts once).
+const maxHolderLinks = 32
+
+// TracingOption configures Tracing.
+type TracingOption func(*tracingConfig)
+
+type tracingConfig struct {
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	nameAttr func(kind latchkit.Kind, name string) string
+	holders  bool
+}
+
+// WithTracerProvider sets the TracerProvider (default otel.GetTracerProvider()
+// at the time Tracing is called).
+func WithTracerProvider(tp trace.TracerProvider) TracingOption {
+	return func(c *tracingConfig) {
+		if tp != nil {
+			c.tp = tp
+		}
+	}
+}
+
+// WithMeterProvider sets the MeterProvider (default otel.GetMeterProvider()
+// at the time Tracing is called).
+func WithMeterProvider(mp metric.MeterProvider) TracingOption {
+	return func(c *tracingConfig) {
+		if mp != nil {
+			c.mp = mp
+		}
+	}
+}
+
+// WithMetricName maps a primitive's name to the latchkit.name attribute of
+// its metric points; an empty result leaves the attribute out. Names can be
+// of high cardinality (a lock per order id): map them to a family
+// ("order-*") or drop them. Spans always carry the full name. By default
+// metric points carry the name as is.
+func WithMetricName(f func(kind latchkit.Kind, name string) string) TracingOption {
+	return func(c *tracingConfig) { c.nameAttr = f }
+}
+
+// WithHolderLinks turns off (or on, the default) storing the holder's span
+// context beside each grant and linking waiters' spans to it. Off, Tracing
+// writes nothing to Redis.
+func WithHolderLinks(on bool) TracingOption { return func(c *tracingConfig) { c.holders = on } }
+
+// Tracing returns a middleware that traces and measures acquisitions. Put
+// it outermost (first in primitives.WithMiddleware) so that its span covers
+// the whole wait.
+//
+// Spans: one per acquisition ("latchkit.Lock", "latchkit.TryLock",
+// "latchkit.RLock", "latchkit.Acquire", ...) with the kind, name, attempts,
+// outcome and fence, and an event per attempt; one per Release and Extend
+// of the lease it returns; and, when the lease is lost, a
+// "latchkit.LeaseLost" span with an event in the acquisition's trace.
+//
+// Who held it: the acquisition's span context is stored beside the grant
+// (as a W3C traceparent in the primitive's own keys, by the acquire script
+// itself, expiring with the grant); a waiter whose attempt finds the
+// primitive held reads it back with the wait hint and links its span to
+// the holder's. A slow request then points, in a trace viewer, at the one
+// that blocked it. This costs no round trip.
+//
+// Metrics: latchkit.acquire.duration (wait time, s) and
+// latchkit.acquisitions by outcome, latchkit.hold.duration (s),
+// latchkit.lease.lost, and latchkit.waiters (acquisitions waiting now).
+func Tracing(opts ...TracingOption) latchkit.Middleware {
+	c := tracingConfig{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider(), holders: true,
+		nameAttr: func(_ latchkit.Kind, name string) string { return name }}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	t := &tracer{cfg: c, tr: c.tp.Tracer(ScopeName)}
+	m := c.mp.Meter(ScopeName)
+	var errs [5]error
+	t.waitTime, errs[0] = m.Float64Histogram("latchkit.acquire.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of an acquisition to its outcome, waiting included."))
+	t.holdTime, errs[1] = m.Float64Histogram("latchkit.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a lease was held, from grant to release or loss."))
+	t.acquisitions, errs[2] = m.Int64Counter("latchkit.acquisitions", metric.WithUnit("{acquisition}"),
+		metric.WithDescription("Acquisitions by outcome."))
+	t.lost, errs[3] = m.Int64Counter("latchkit.lease.lost", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases lost before their release: expired, taken, or Redis unreachable."))
+	t.waiters, errs[4] = m.Int64UpDownCounter("latchkit.waiters", metric.WithUnit("{waiter}"),
+		metric.WithDescription("Acquisitions waiting now."))
+	if err := errors.Join(errs[:]...); err != nil {
+		otel.Handle(err) // the instruments are no-ops then, as OTel does
+	}
+	return func(next latchkit.Acquire) latchkit.Acquire {
+		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			return t.acquire(ctx, req, next)
+		}
+	}
+}
+
+type tracer struct {
+	cfg          tracingConfig
+	tr           trace.Tracer
+	waitTime     metric.Float64Histogram
+	holdTime     metric.Float64Histogram
+	acquisitions metric.Int64Counter
+	lost         metric.Int64Counter
+	waiters      metric.Int64UpDownCounter
+}
+
+// spanName is the name of an acquisition's span: the primitive's method
+// it stands for.
+func spanName(req *latchkit.Request) string {
+	switch req.Kind {
+	case latchkit.KindReadLock:
+		if req.Try {
+			return "latchkit.TryRLock"
+		}
+		return "latchkit.RLock"
+	case latchkit.KindSemaphore, latchkit.KindFairSemaphore:
+		if req.Try {
+			return "latchkit.TryAcquire"
+		}
+		return "latchkit.Acquire"
+	}
+	if req.Try {
+		return "latchkit.TryLock"
+	}
+	return "latchkit.Lock"
+}
+
+// metricAttrs are the attributes of a metric point: kind, the name as
+// WithMetricName maps it, and extra.
+func (t *tracer) metricAttrs(kind latchkit.Kind, name string, extra ...attribute.KeyValue) metric.MeasurementOption {
+	kv := make([]attribute.KeyValue, 0, 3)
+	kv = append(kv, AttrKind.String(string(kind)))
+	if n := t.cfg.nameAttr(kind, name); n != "" {
+		kv = append(kv, AttrName.String(n))
+	}
+	return metric.WithAttributeSet(attribute.NewSet(append(kv, extra...)...))
+}
+
+var traceContext = propagation.TraceContext{}
+
+// traceparent is sc as a W3C traceparent header value.
+func traceparent(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	traceContext.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// parseTraceparent is the span context of a traceparent value, invalid when
+// it is not one.
+func parseTraceparent(s string) trace.SpanContext {
+	return trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": s}))
+}
+
+func outcome(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return OutcomeAcquired
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return OutcomeCtxDone
+	case errors.Is(err, latchkit.ErrNotAcquired):
+		return OutcomeNotAcquired
+	default:
+		return OutcomeError
+	}
+}
+
+func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchkit.Acquire) (latchkit.Lease, error) {
+	spanAttrs := []attribute.KeyValue{AttrKind.String(string(req.Kind)), AttrName.String(req.Name)}
+	ctx, span := t.tr.Start(ctx, spanName(req),
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		if t.cfg.holders && span.SpanContext().IsValid() {
+			req.Annotation = traceparent(ctx)
+		}
+		var linked map[trace.SpanID]bool
+		prev := req.OnAttempt
+		req.OnAttempt = func(r *latchkit.Request, err error) {
+			if prev != nil {
+				prev(r, err)
+			}
+			span.AddEvent("latchkit.attempt", trace.WithAttributes(
+				AttrAttempt.Int(r.Attempts), AttrOutcome.String(outcome(ctx, err)),
+				AttrWaitHint.Int64(r.WaitHint.Milliseconds())))
+			if err == nil || r.Holder == "" || !t.cfg.holders || len(linked) >= maxHolderLinks {
+				return
+			}
+			if sc := parseTraceparent(r.Holder); sc.IsValid() && !linked[sc.SpanID()] && sc.SpanID() != span.SpanContext().SpanID() {
+				if linked == nil {
+					linked = map[trace.SpanID]bool{}
+				}
+				linked[sc.SpanID()] = true
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLinkType.String("holder")}})
+			}
+		}
+	}
+	var waiting metric.MeasurementOption
+	if !req.Try {
+		waiting = t.metricAttrs(req.Kind, req.Name)
+		t.waiters.Add(ctx, 1, waiting)
+	}
+	start := time.Now()
+	l, err := next(ctx, req)
+	wait := time.Since(start)
+	if !req.Try {
+		t.waiters.Add(ctx, -1, waiting)
+	}
+	out := outcome(ctx, err)
+	byOutcome := t.metricAttrs(req.Kind, req.Name, AttrOutcome.String(out))
+	t.waitTime.Record(ctx, wait.Seconds(), byOutcome)
+	t.acquisitions.Add(ctx, 1, byOutcome)
+	if recording {
+		span.SetAttributes(AttrAttempts.Int(req.Attempts), AttrOutcome.String(out))
+	}
+	if err != nil {
+		if out == OutcomeError || out == OutcomeCtxDone {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, out)
+		}
+		return nil, err
+	}
+	tl := &tracedLease{Lease: l, t: t, kind: req.Kind, name: req.Name, span: span.SpanContext(), granted: time.Now()}
+	if recording {
+		span.SetAttributes(AttrFence.Int64(l.Fence()))
+		tl.spanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(append(spanAttrs, AttrFence.Int64(l.Fence()))...),
+			trace.WithLinks(trace.Link{SpanContext: tl.span})}
+	}
+	context.AfterFunc(l.Context(), tl.ended)
+	return tl, nil
+}
+
+// tracedLease traces the Release and Extend of a lease and notices its
+// loss.
+type tracedLease struct {
+	latchkit.Lease
+	t        *tracer
+	kind     latchkit.Kind
+	name     string
+	span     trace.SpanContext       // the acquisition's
+	spanOpts []trace.SpanStartOption // of Release and Extend spans: kind, name, fence, a link to span
+	granted  time.Time
+
+	releasing atomic.Bool
+	recorded  atomic.Bool // hold time and loss are recorded once
+}
+
+// Unwrap returns the lease Tracing wraps (for a primitive's own lease
+// type, such as primitives.MultiLease).
+func (l *tracedLease) Unwrap() latchkit.Lease { return l.Lease }
+
+// ended runs when the lease's Context is done: on Release, or on loss.
+func (l *tracedLease) ended() {
+	if !l.releasing.Load() {
+		l.markLost()
+	}
+}
+
+func (l *tracedLease) markLost() {
+	if l.recorded.CompareAndSwap(false, true) {
+		ctx := trace.ContextWithSpanContext(context.Background(), l.span)
+		l.t.lost.Add(ctx, 1, l.t.metricAttrs(l.kind, l.name))
+		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
+		_, span := l.t.tr.Start(ctx, "latchkit.LeaseLost", trace.WithAttributes(
+			AttrKind.String(string(l.kind)), AttrName.String(l.name), AttrFence.Int64(l.Fence())))
+		span.AddEvent("latchkit.lease_lost")
+		span.SetStatus(codes.Error, "lease lost")
+		span.End()
+	}
+}
+
+func (l *tracedLease) Release(ctx context.Context) error {
+	ctx, span := l.t.tr.Start(ctx, "latchkit.Release", l.spanOpts...)
+	defer span.End()
+	l.releasing.Store(true)
+	err := l.Lease.Release(ctx)
+	switch {
+	case errors.Is(err, latchkit.ErrLeaseLost):
+		l.markLost()
+	case err == nil && l.recorded.CompareAndSwap(false, true):
+		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "release failed")
+	}
+	return err
+}
+
+func (l *tracedLease) Extend(ctx context.Context, ttl time.Duration) error {
+	ctx, span := l.t.tr.Start(ctx, "latchkit.Extend", l.spanOpts...)
+	defer span.End()
+	err := l.Lease.Extend(ctx, ttl)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "extend failed")
+	}
+	return err
+}

@@ -1,0 +1,537 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/middleware"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// telemetry is an SDK tracer provider recording every span and a meter
+// provider read on demand.
+type telemetry struct {
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
+}
+
+func newTelemetry(t testing.TB) *telemetry {
+	tel := &telemetry{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans))
+	tel.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(tel.reader))
+	t.Cleanup(func() {
+		_ = tel.tp.Shutdown(context.Background())
+		_ = tel.mp.Shutdown(context.Background())
+	})
+	return tel
+}
+
+func (tel *telemetry) tracing(opts ...middleware.TracingOption) primitives.Option {
+	return primitives.WithMiddleware(middleware.Tracing(append([]middleware.TracingOption{
+		middleware.WithTracerProvider(tel.tp), middleware.WithMeterProvider(tel.mp)}, opts...)...))
+}
+
+// ended returns the ended spans named name whose kind attribute is kind.
+func (tel *telemetry) ended(name string, kind latchkit.Kind) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range tel.spans.Ended() {
+		if s.Name() == name && attr(s.Attributes(), middleware.AttrKind).AsString() == string(kind) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(kvs []attribute.KeyValue, k attribute.Key) attribute.Value {
+	for _, kv := range kvs {
+		if kv.Key == k {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// metrics collects the points of every instrument.
+func (tel *telemetry) metrics(t testing.TB) map[string]metricdata.Aggregation {
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != middleware.ScopeName {
+			t.Errorf("instrumentation scope %q, want %q", sm.Scope.Name, middleware.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m.Data
+		}
+	}
+	return out
+}
+
+// sum adds the points of a counter whose attributes include all of want.
+func sum(t testing.TB, a metricdata.Aggregation, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var n int64
+	switch d := a.(type) {
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			if hasAll(p.Attributes, want) {
+				n += p.Value
+			}
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			if hasAll(p.Attributes, want) {
+				n += int64(p.Count)
+			}
+		}
+	case nil:
+	default:
+		t.Fatalf("unexpected aggregation %T", a)
+	}
+	return n
+}
+
+func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// lockers are the acquisitions of every primitive kind, built over bs
+// (a Redlock uses all of them, the others the first) with opts.
+type locker struct {
+	kind latchkit.Kind
+	new  func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error))
+	// holder, when set, is what holds the primitive while this kind waits
+	// (a writer, for readers).
+	holder *locker
+}
+
+func mutexLike(kind latchkit.Kind, ctor func([]backend.Backend, ...primitives.Option) (primitives.Mutex, error)) locker {
+	return locker{kind: kind, new: func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		m, err := ctor(bs, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Lock, m.TryLock
+	}}
+}
+
+func semLike(kind latchkit.Kind, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) locker {
+	return locker{kind: kind, new: func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		s, err := ctor(bs[0], "res", 1, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Acquire, s.TryAcquire
+	}}
+}
+
+func rw(kind latchkit.Kind) locker {
+	return locker{kind: kind, new: func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		l, err := primitives.NewRWLock(bs[0], "res", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind == latchkit.KindReadLock {
+			return l.RLock, l.TryRLock
+		}
+		return l.Lock, l.TryLock
+	}}
+}
+
+var lockers = []locker{
+	mutexLike(latchkit.KindMutex, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewMutex(bs[0], "res", o...)
+	}),
+	mutexLike(latchkit.KindReentrantMutex, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewReentrantMutex(bs[0], "res", o...)
+	}),
+	mutexLike(latchkit.KindFairMutex, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewFairMutex(bs[0], "res", o...)
+	}),
+	mutexLike(latchkit.KindMultiLock, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewMultiLock(bs[0], []string{"res", "other"}, o...)
+	}),
+	mutexLike(latchkit.KindRedlock, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewRedlock(bs, "res", o...)
+	}),
+	rw(latchkit.KindWriteLock),
+	{kind: latchkit.KindReadLock, new: rw(latchkit.KindReadLock).new, holder: &[]locker{rw(latchkit.KindWriteLock)}[0]},
+	semLike(latchkit.KindSemaphore, primitives.NewSemaphore),
+	semLike(latchkit.KindFairSemaphore, primitives.NewFairSemaphore),
+}
+
+// miniBackends starts n miniredis servers with a go-redis backend each;
+// calls counts the commands the clients send.
+func miniBackends(t testing.TB, n int, calls *atomic.Int64) ([]*miniredis.Miniredis, []backend.Backend) {
+	var ms []*miniredis.Miniredis
+	var bs []backend.Backend
+	for i := 0; i < n; i++ {
+		m := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+		if calls != nil {
+			c.AddHook(countHook{calls})
+		}
+		t.Cleanup(func() { c.Close() })
+		ms, bs = append(ms, m), append(bs, goredis.New(c))
+	}
+	return ms, bs
+}
+
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// TestTracingContendedLock, for every primitive kind: a holder takes the
+// lock, a waiter's Lock waits until the holder releases 60ms later. The
+// waiter's span has the kind, name, attempts (one event each), outcome and
+// fence, and a link to the holder's span (read back from Redis); both
+// leases' Release spans exist; the metrics count two acquisitions, two
+// waits and two holds, and no waiter is left. No token appears anywhere.
+func TestTracingContendedLock(t *testing.T) {
+	for _, lk := range lockers {
+		t.Run(string(lk.kind), func(t *testing.T) {
+			tel := newTelemetry(t)
+			_, bs := miniBackends(t, 3, nil)
+			opts := []primitives.Option{tel.tracing(), primitives.WithTTL(5 * time.Second)}
+			hk := lk
+			if lk.holder != nil {
+				hk = *lk.holder
+			}
+			holdLock, _ := hk.new(t, bs, opts...)
+			waitLock, _ := lk.new(t, bs, opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			hctx := primitives.WithOwner(ctx, "holder")
+			held, err := holdLock(hctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			holderSpans := tel.ended("latchkit."+method(hk.kind), hk.kind)
+			if len(holderSpans) != 1 {
+				t.Fatalf("%d acquisition spans after the holder's Lock, want 1", len(holderSpans))
+			}
+			hs := holderSpans[0]
+
+			got := make(chan latchkit.Lease, 1)
+			go func() {
+				l, err := waitLock(primitives.WithOwner(ctx, "waiter"))
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			time.Sleep(60 * time.Millisecond)
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := <-got
+			if l == nil {
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// kinds are the kinds involved: the waiter's, and the holder's
+			// when it differs; the telemetry below is summed over them.
+			kinds := []latchkit.Kind{lk.kind}
+			if hk.kind != lk.kind {
+				kinds = append(kinds, hk.kind)
+			}
+			ended := func(name func(latchkit.Kind) string) []sdktrace.ReadOnlySpan {
+				var out []sdktrace.ReadOnlySpan
+				for _, k := range kinds {
+					out = append(out, tel.ended(name(k), k)...)
+				}
+				return out
+			}
+			spans := tel.ended("latchkit."+method(lk.kind), lk.kind)
+			if n := len(ended(func(k latchkit.Kind) string { return "latchkit." + method(k) })); n != 2 {
+				t.Fatalf("%d acquisition spans, want 2", n)
+			}
+			ws := spans[len(spans)-1] // the waiter's
+			a := ws.Attributes()
+			if attr(a, middleware.AttrName).AsString() != "res" && lk.kind != latchkit.KindMultiLock {
+				t.Errorf("name attribute %q", attr(a, middleware.AttrName).AsString())
+			}
+			if out := attr(a, middleware.AttrOutcome).AsString(); out != middleware.OutcomeAcquired {
+				t.Errorf("outcome %q", out)
+			}
+			attempts := attr(a, middleware.AttrAttempts).AsInt64()
+			if attempts < 2 {
+				t.Errorf("attempts %d, want at least 2 (one refused while held)", attempts)
+			}
+			var events int64
+			for _, e := range ws.Events() {
+				if e.Name == "latchkit.attempt" {
+					events++
+				}
+			}
+			if events != attempts {
+				t.Errorf("%d attempt events for %d attempts", events, attempts)
+			}
+			if f := attr(a, middleware.AttrFence).AsInt64(); f != l.Fence() || f <= held.Fence() {
+				t.Errorf("fence attribute %d, lease %d, holder's %d", f, l.Fence(), held.Fence())
+			}
+			var linked bool
+			for _, link := range ws.Links() {
+				if link.SpanContext.SpanID() == hs.SpanContext().SpanID() && link.SpanContext.TraceID() == hs.SpanContext().TraceID() &&
+					attr(link.Attributes, middleware.AttrLinkType).AsString() == "holder" {
+					linked = true
+				}
+			}
+			if !linked {
+				t.Errorf("the waiter's span has no link to the holder's span %s: links %v", hs.SpanContext().SpanID(), ws.Links())
+			}
+			if n := len(ended(func(latchkit.Kind) string { return "latchkit.Release" })); n != 2 {
+				t.Errorf("%d Release spans, want 2", n)
+			}
+
+			m := tel.metrics(t)
+			acquired := middleware.AttrOutcome.String(middleware.OutcomeAcquired)
+			total := func(name string, kv ...attribute.KeyValue) int64 {
+				var n int64
+				for _, k := range kinds {
+					n += sum(t, m[name], append(kv, middleware.AttrKind.String(string(k)))...)
+				}
+				return n
+			}
+			if n := total("latchkit.acquisitions", acquired); n != 2 {
+				t.Errorf("latchkit.acquisitions{acquired} = %d, want 2", n)
+			}
+			if n := total("latchkit.acquire.duration", acquired); n != 2 {
+				t.Errorf("latchkit.acquire.duration count %d, want 2", n)
+			}
+			if n := total("latchkit.hold.duration"); n != 2 {
+				t.Errorf("latchkit.hold.duration count %d, want 2", n)
+			}
+			if n := total("latchkit.waiters"); n != 0 {
+				t.Errorf("latchkit.waiters = %d after every wait ended", n)
+			}
+			noToken(t, tel, held.Token(), l.Token())
+		})
+	}
+}
+
+func method(k latchkit.Kind) string {
+	switch k {
+	case latchkit.KindReadLock:
+		return "RLock"
+	case latchkit.KindSemaphore, latchkit.KindFairSemaphore:
+		return "Acquire"
+	}
+	return "Lock"
+}
+
+// noToken fails when any span attribute, event attribute, link attribute
+// or status shows one of the tokens.
+func noToken(t *testing.T, tel *telemetry, tokens ...string) {
+	t.Helper()
+	check := func(where string, kvs []attribute.KeyValue) {
+		for _, kv := range kvs {
+			for _, tok := range tokens {
+				if strings.Contains(kv.Value.Emit(), tok) {
+					t.Errorf("%s attribute %s shows a token", where, kv.Key)
+				}
+			}
+		}
+	}
+	for _, s := range tel.spans.Ended() {
+		check(s.Name(), s.Attributes())
+		for _, e := range s.Events() {
+			check(s.Name()+" event "+e.Name, e.Attributes)
+		}
+		for _, l := range s.Links() {
+			check(s.Name()+" link", l.Attributes)
+		}
+		for _, tok := range tokens {
+			if strings.Contains(s.Status().Description, tok) {
+				t.Errorf("%s status shows a token", s.Name())
+			}
+		}
+	}
+}
+
+// TestTracingOutcomes: a TryLock that finds the lock held ends its span
+// with not_acquired (not an error) and a link to the holder; a Lock whose
+// ctx ends is ctx_done with an error status; a lost lease (its key deleted)
+// gets a LeaseLost span in the acquisition's trace and counts in
+// latchkit.lease.lost; WithMetricName maps the name on metric points.
+func TestTracingOutcomes(t *testing.T) {
+	tel := newTelemetry(t)
+	ms, bs := miniBackends(t, 1, nil)
+	opts := []primitives.Option{primitives.WithTTL(300 * time.Millisecond),
+		tel.tracing(middleware.WithMetricName(func(_ latchkit.Kind, name string) string {
+			return strings.TrimRightFunc(name, func(r rune) bool { return r >= '0' && r <= '9' }) + "*"
+		}))}
+	m, _ := primitives.NewMutex(bs[0], "order42", opts...)
+	ctx := context.Background()
+	held, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderSpan := tel.ended("latchkit.Lock", latchkit.KindMutex)[0].SpanContext()
+
+	if _, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Fatalf("TryLock while held: %v", err)
+	}
+	ts := tel.ended("latchkit.TryLock", latchkit.KindMutex)[0]
+	if out := attr(ts.Attributes(), middleware.AttrOutcome).AsString(); out != middleware.OutcomeNotAcquired {
+		t.Errorf("TryLock outcome %q", out)
+	}
+	if ts.Status().Code == codes.Error {
+		t.Errorf("a TryLock that found the lock held is marked an error")
+	}
+	if len(ts.Links()) != 1 || ts.Links()[0].SpanContext.SpanID() != holderSpan.SpanID() {
+		t.Errorf("TryLock links %v, want the holder's span", ts.Links())
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = m.Lock(dctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock past its deadline: %v", err)
+	}
+	ls := tel.ended("latchkit.Lock", latchkit.KindMutex)
+	if last := ls[len(ls)-1]; attr(last.Attributes(), middleware.AttrOutcome).AsString() != middleware.OutcomeCtxDone || last.Status().Code != codes.Error {
+		t.Errorf("Lock past its deadline: outcome %q status %v", attr(last.Attributes(), middleware.AttrOutcome).AsString(), last.Status())
+	}
+
+	ms[0].Del(primitives.KeyBase(primitives.DefaultPrefix, "order42")) // the lock is gone
+	select {
+	case <-held.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease did not notice its loss")
+	}
+	var lost []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(time.Second); len(lost) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		lost = tel.ended("latchkit.LeaseLost", latchkit.KindMutex)
+	}
+	if len(lost) != 1 {
+		t.Fatalf("%d LeaseLost spans, want 1", len(lost))
+	}
+	if lost[0].SpanContext().TraceID() != holderSpan.TraceID() || lost[0].Parent().SpanID() != holderSpan.SpanID() {
+		t.Errorf("the LeaseLost span is not in the acquisition's trace under its span")
+	}
+	if len(lost[0].Events()) != 1 || lost[0].Events()[0].Name != "latchkit.lease_lost" {
+		t.Errorf("LeaseLost events %v", lost[0].Events())
+	}
+	if err := held.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
+		t.Errorf("release of the lost lease: %v", err)
+	}
+	mt := tel.metrics(t)
+	if n := sum(t, mt["latchkit.lease.lost"], middleware.AttrName.String("order*")); n != 1 {
+		t.Errorf("latchkit.lease.lost{name=order*} = %d, want 1 (counted once)", n)
+	}
+	if n := sum(t, mt["latchkit.acquisitions"], middleware.AttrName.String("order42")); n != 0 {
+		t.Errorf("a metric point carries the unmapped name")
+	}
+	for _, out := range []string{middleware.OutcomeAcquired, middleware.OutcomeNotAcquired, middleware.OutcomeCtxDone} {
+		if n := sum(t, mt["latchkit.acquisitions"], middleware.AttrOutcome.String(out)); n != 1 {
+			t.Errorf("latchkit.acquisitions{%s} = %d, want 1", out, n)
+		}
+	}
+	noToken(t, tel, held.Token())
+}
+
+// TestTracingAddsNoRoundTrip: an uncontended TryLock+Release sends the same
+// number of commands (counted by a client hook) with Tracing, recording
+// and storing the holder's span context, as without it.
+func TestTracingAddsNoRoundTrip(t *testing.T) {
+	count := func(opts ...primitives.Option) int64 {
+		var calls atomic.Int64
+		_, bs := miniBackends(t, 1, &calls)
+		m, _ := primitives.NewMutex(bs[0], "n", opts...)
+		ctx := context.Background()
+		if l, err := m.TryLock(ctx); err != nil { // loads the scripts
+			t.Fatal(err)
+		} else {
+			l.Release(ctx)
+		}
+		before := calls.Load()
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return calls.Load() - before
+	}
+	plain := count()
+	traced := count(newTelemetry(t).tracing())
+	if plain != 2 || traced != plain {
+		t.Errorf("commands for TryLock+Release: %d without Tracing, %d with it; want 2 and 2", plain, traced)
+	}
+}
+
+// BenchmarkTracing measures uncontended TryLock+Release on a redis-server
+// started by the benchmark: without Tracing, with it over a no-op provider,
+// and with it over the SDK (spans to an in-memory recorder, metrics to a
+// manual reader).
+func BenchmarkTracing(b *testing.B) {
+	srv := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	be := goredis.New(c)
+	sdk := newTelemetry(b)
+	for _, v := range []struct {
+		name string
+		opts []primitives.Option
+	}{
+		{"none", nil},
+		{"noop", []primitives.Option{primitives.WithMiddleware(middleware.Tracing(
+			middleware.WithTracerProvider(noop.NewTracerProvider()), middleware.WithMeterProvider(metricnoop.NewMeterProvider())))}},
+		{"sdk", []primitives.Option{sdk.tracing()}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			m, _ := primitives.NewMutex(be, fmt.Sprintf("bench-%s", v.name), append(v.opts, primitives.WithAutoExtend(false))...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := m.TryLock(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

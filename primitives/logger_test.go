@@ -1,0 +1,68 @@
+package primitives_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// syncBuffer is a bytes.Buffer safe for the watchdog's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// WithLogger logs failed renewals and the loss of the lease (Redis gone),
+// with kind, name and fence, and never the token.
+func TestWithLoggerLogsRenewalFailuresAndLoss(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	mu, err := primitives.NewMutex(goredis.New(c), "logged", primitives.WithTTL(300*time.Millisecond), primitives.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mu.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close() // every renewal fails from now on
+	select {
+	case <-l.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease did not end with Redis gone")
+	}
+	out := buf.String()
+	for _, want := range []string{"lease renewal failed", "lease lost", "kind=mutex", "name=logged", "fence=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, l.Token()) {
+		t.Errorf("the log shows the token:\n%s", out)
+	}
+}
