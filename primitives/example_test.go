@@ -94,3 +94,22 @@ func ExampleWithRetry() {
 	// Output:
 	// true
 }
+
+// WithReplicaAck makes a grant count only once a replica has it. The
+// embedded Redis here has no replica, so the grant is refused and given
+// back; against a Sentinel- or Cluster-managed master with a healthy
+// replica it succeeds, and survives the master's failover.
+func ExampleWithReplicaAck() {
+	client, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	mu, err := primitives.NewMutex(goredis.New(client), "ledger",
+		primitives.WithReplicaAck(1, 100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = mu.Lock(ctx)
+	fmt.Println(errors.Is(err, primitives.ErrNotReplicated))
+	// Output: true
+}
