@@ -53,7 +53,9 @@ type Lease interface {
 	Extend(ctx context.Context, ttl time.Duration) error
 	// Release gives the lease up. It returns ErrLeaseLost when the lease had
 	// expired or been taken; a retried release whose first reply was lost
-	// still reports success.
+	// still reports success. When Release fails (Redis unreachable), the
+	// outcome is unknown: renewals stop all the same, so the lease expires
+	// with its TTL unless a retried Release gets through first.
 	Release(ctx context.Context) error
 }
 

@@ -192,18 +192,21 @@ func (l *lease) Release(ctx context.Context) error {
 	if released {
 		return l.opErr("release", fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost))
 	}
-	restart := l.stopWatchdog()
+	l.stopWatchdog()
 	held, err := l.h.release(ctx, l.token)
 	if err != nil {
 		// The outcome is unknown; a retried Release finds out (a release
 		// that did happen leaves a marker that makes the retry succeed).
-		if restart {
-			l.mu.Lock()
-			if !l.done {
-				l.startWatchdogLocked()
-			}
-			l.mu.Unlock()
+		// Renewals stay off: the caller meant to give the lease up, and a
+		// lease renewed on behalf of a caller that gave up on it would
+		// block everyone for as long as the process lives. Unreleased, it
+		// expires with its TTL; its Context ends then.
+		l.mu.Lock()
+		l.autoExtend = false
+		if l.ctx != nil && l.timer == nil && !l.done {
+			l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 		}
+		l.mu.Unlock()
 		return l.opErr("release", err)
 	}
 	l.mu.Lock()

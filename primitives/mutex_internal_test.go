@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,5 +175,51 @@ func TestParseKeyBaseInvertsKeyBase(t *testing.T) {
 		if _, _, _, ok := ParseKeyBase(bad); ok {
 			t.Errorf("ParseKeyBase(%q) accepted a key KeyBase cannot make", bad)
 		}
+	}
+}
+
+// unreleasable fails every release, as a Redis unreachable at that moment
+// would, and counts renewals.
+type unreleasable struct {
+	holder
+	extends *atomic.Int32
+}
+
+func (u unreleasable) release(ctx context.Context, token string) (bool, error) {
+	return false, backend.ErrUnavailable
+}
+
+func (u unreleasable) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	u.extends.Add(1)
+	return u.holder.extend(ctx, token, ttl)
+}
+
+// A Release that fails stops renewals all the same: the lease expires with
+// its TTL (its Context ends then) instead of being renewed for ever on
+// behalf of a caller that gave up on it.
+func TestFailedReleaseStopsRenewals(t *testing.T) {
+	_, b := newMiniBackend(t)
+	mu, _ := newMutex(latchkit.KindMutex, b, "u", []Option{WithTTL(150 * time.Millisecond)})
+	var extends atomic.Int32
+	ctx := context.Background()
+	req := &latchkit.Request{Kind: latchkit.KindMutex}
+	if _, err := mu.attempt(ctx, req, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	l := newLease(ctx, unreleasable{mu, &extends}, latchkit.KindMutex, "u", "tok", 1, time.Now(), &config{ttl: 150 * time.Millisecond, autoExtend: true})
+	lctx := l.Context()
+	if err := l.Release(ctx); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("release: %v", err)
+	}
+	select {
+	case <-lctx.Done():
+		if !errors.Is(context.Cause(lctx), latchkit.ErrLeaseLost) {
+			t.Errorf("cause %v", context.Cause(lctx))
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the Context of a lease whose release failed did not end at its TTL")
+	}
+	if n := extends.Load(); n != 0 {
+		t.Errorf("%d renewals after the failed release", n)
 	}
 }
