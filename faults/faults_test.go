@@ -1,0 +1,517 @@
+// Package faults_test injects faults between latchkit and a real
+// redis-server (latency, connection resets, a partition of one client, a
+// hung server, a restarted server) while clients take and give back every
+// kind of primitive, records what each client held and when, and checks
+// the history: the limit never broken while leases were valid by the
+// client's own reckoning, a lost lease told through its Context before its
+// TTL ran out, fences never backwards while Redis kept its data, every call
+// back within its deadline, and the primitive working again once the fault
+// heals, without a new client.
+//
+// go test ./faults/ -args -report=../RELIABILITY.md writes the table of
+// RELIABILITY.md from the run.
+package faults_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/faultproxy"
+	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+var reportPath = flag.String("report", "", "write the reliability table (Markdown) to this file")
+
+// table collects one row per scenario run for -report.
+var table struct {
+	mu   sync.Mutex
+	rows []row
+}
+
+type row struct {
+	scenario, driver, primitive string
+	ops                         int
+	faults                      string
+	violations                  int
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	start := time.Now()
+	code := m.Run()
+	if code == 0 && *reportPath != "" {
+		if err := writeReport(*reportPath, time.Since(start)); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// ttl is the lease time of every scenario: auto-extend renews every 267ms.
+const ttl = 800 * time.Millisecond
+
+// callDeadline bounds every Lock and Release; margin is how late a call
+// may return after its deadline.
+const (
+	callDeadline = time.Second
+	margin       = 500 * time.Millisecond
+)
+
+// driver makes a client of addr.
+type driver struct {
+	name string
+	new  func(t *testing.T, addr string) backend.Backend
+}
+
+var drivers = []driver{
+	{"go-redis", func(t *testing.T, addr string) backend.Backend {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+			DialTimeout: 200 * time.Millisecond, DialerRetries: 1, PoolSize: 8})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c, goredis.WithHealthCheck(300*time.Millisecond))
+	}},
+	{"rueidis", func(t *testing.T, addr string) backend.Backend {
+		c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{addr},
+			Dialer: net.Dialer{Timeout: 200 * time.Millisecond}, ConnWriteTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lrueidis.New(c)
+	}},
+}
+
+// prim is a primitive under test: limit holders at once, of which an
+// exclusive one must be alone.
+type prim struct {
+	name  string
+	limit int
+	// open returns worker w's acquisition on b (waiting and single
+	// attempt) and whether it is exclusive.
+	open func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error)
+}
+
+type acquireFunc = func(context.Context) (latchkit.Lease, error)
+
+func mutexPrim(name string, ctor func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error)) prim {
+	return prim{name, 1, func(b backend.Backend, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		m, err := ctor(b, "res", opts...)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return m.Lock, m.TryLock, true, nil
+	}}
+}
+
+func semPrim(name string, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) prim {
+	return prim{name, 2, func(b backend.Backend, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		s, err := ctor(b, "res", 2, opts...)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return s.Acquire, s.TryAcquire, false, nil
+	}}
+}
+
+var prims = []prim{
+	mutexPrim("Mutex", primitives.NewMutex),
+	mutexPrim("FairMutex", primitives.NewFairMutex),
+	mutexPrim("MultiLock", func(b backend.Backend, _ string, opts ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewMultiLock(b, []string{"res", "res2"}, opts...)
+	}),
+	semPrim("Semaphore(2)", primitives.NewSemaphore),
+	semPrim("FairSemaphore(2)", primitives.NewFairSemaphore),
+	{"RWLock", 1 << 30, func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		l, err := primitives.NewRWLock(b, "res", opts...)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if w%2 == 0 {
+			return l.Lock, l.TryLock, true, nil
+		}
+		return l.RLock, l.TryRLock, false, nil
+	}},
+}
+
+// hold is one grant as its client saw it.
+type hold struct {
+	worker    int
+	exclusive bool
+	fence     int64
+	called    time.Time // Lock was called: the grant came after
+	start     time.Time // Lock returned
+	end       time.Time // Release called, or the Context ended first
+	lost      bool      // the Context ended before Release was called
+	epoch     int       // Redis restarts before the grant
+}
+
+// history is what the workers recorded.
+type history struct {
+	mu       sync.Mutex
+	holds    []hold
+	ops      int
+	slow     []string // calls past their deadline plus margin
+	epoch    int
+	failures map[string]int // errors by kind, for the log
+}
+
+func (h *history) add(x hold) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.holds = append(h.holds, x)
+}
+
+func (h *history) call(what string, start time.Time, err error) {
+	took := time.Since(start)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops++
+	if took > callDeadline+margin {
+		h.slow = append(h.slow, fmt.Sprintf("%s took %v (%v)", what, took.Round(time.Millisecond), err))
+	}
+	if err != nil {
+		k := err.Error()
+		if i := strings.IndexByte(k, ':'); i > 0 && len(k) > 60 {
+			k = k[:60]
+		}
+		h.failures[what+": "+k]++
+	}
+}
+
+// rig is one scenario's set-up: a redis-server and, per worker, a proxy to
+// it and a client through that proxy.
+type rig struct {
+	srv     *redistest.Server
+	proxies []*faultproxy.Proxy
+	acquire []func(context.Context) (latchkit.Lease, error)
+	excl    []bool
+	limit   int
+	hist    *history
+	// holdingNow[w] is set while worker w holds a grant.
+	holdingNow [workers]atomic.Bool
+}
+
+const workers = 4
+
+func newRig(t *testing.T, d driver, p prim) *rig {
+	r := &rig{srv: redistest.Start(t), limit: p.limit, hist: &history{failures: map[string]int{}}}
+	for w := 0; w < workers; w++ {
+		px := faultproxy.Start(t, r.srv.Addr)
+		b := d.new(t, px.Addr)
+		acq, _, excl, err := p.open(b, w, primitives.WithTTL(ttl), primitives.WithPrefix("f:"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.proxies, r.acquire, r.excl = append(r.proxies, px), append(r.acquire, acq), append(r.excl, excl)
+	}
+	return r
+}
+
+// work runs worker w until stop: Lock, hold for holdFor (or until the lease
+// is lost), Release; every call with callDeadline.
+func (r *rig) work(w int, holdFor func() time.Duration, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+		t0 := time.Now()
+		l, err := r.acquire[w](ctx)
+		cancel()
+		r.hist.call("lock", t0, err)
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		r.hist.mu.Lock()
+		epoch := r.hist.epoch
+		r.hist.mu.Unlock()
+		h := hold{worker: w, exclusive: r.excl[w], fence: l.Fence(), called: t0, start: time.Now(), epoch: epoch}
+		r.holdingNow[w].Store(true)
+		var lostAt time.Time
+		var lostMu sync.Mutex
+		stopWatch := context.AfterFunc(l.Context(), func() {
+			lostMu.Lock()
+			lostAt = time.Now()
+			lostMu.Unlock()
+		})
+		select {
+		case <-time.After(holdFor()):
+		case <-l.Context().Done():
+		case <-stop:
+		}
+		h.end = time.Now()
+		r.holdingNow[w].Store(false)
+		stopWatch()
+		lostMu.Lock()
+		if !lostAt.IsZero() {
+			h.end, h.lost = lostAt, true
+		}
+		lostMu.Unlock()
+		r.hist.add(h)
+		ctx, cancel = context.WithTimeout(context.Background(), callDeadline)
+		t0 = time.Now()
+		err = l.Release(ctx)
+		cancel()
+		r.hist.call("release", t0, err)
+	}
+}
+
+// run drives the workers for d while fault runs, then stops them.
+func (r *rig) run(d time.Duration, holdFor func(w int) time.Duration, fault func(stop <-chan struct{})) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.work(w, func() time.Duration { return holdFor(w) }, stop)
+		}()
+	}
+	faultDone := make(chan struct{})
+	go func() { defer close(faultDone); fault(stop) }()
+	time.Sleep(d)
+	close(stop)
+	<-faultDone
+	wg.Wait()
+}
+
+// check verifies the history and the healed primitive; it returns the
+// number of violations and logs each.
+func (r *rig) check(t *testing.T, fencesAcrossEpochs bool) int {
+	t.Helper()
+	h := r.hist
+	violations := 0
+	fail := func(format string, a ...any) {
+		violations++
+		t.Errorf(format, a...)
+	}
+	// The limit, while leases were valid by their clients' reckoning.
+	type ev struct {
+		at    time.Time
+		delta int
+		h     hold
+	}
+	var evs []ev
+	for _, x := range h.holds {
+		evs = append(evs, ev{x.start, +1, x}, ev{x.end, -1, x})
+	}
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].at.Equal(evs[j].at) {
+			return evs[i].delta < evs[j].delta // ends first
+		}
+		return evs[i].at.Before(evs[j].at)
+	})
+	active := map[int]hold{}
+	for _, e := range evs {
+		if e.delta < 0 {
+			delete(active, e.h.worker)
+			continue
+		}
+		active[e.h.worker] = e.h
+		excl := 0
+		for _, a := range active {
+			if a.exclusive {
+				excl++
+			}
+		}
+		if (excl > 0 && len(active) > 1) || len(active) > r.limit {
+			fail("at %v: %d holders (%d exclusive) at once, limit %d: %+v", e.at.Format("15:04:05.000"), len(active), excl, r.limit, active)
+		}
+	}
+	// A lost lease was told before its TTL ran out.
+	for _, x := range h.holds {
+		if x.lost && x.end.After(x.start.Add(ttl)) {
+			fail("worker %d learned of its lost lease %v after its ttl", x.worker, x.end.Sub(x.start.Add(ttl)))
+		}
+	}
+	// Fences: a grant asked for after another ended (so granted after it)
+	// has a higher fence, while Redis kept its data.
+	for _, a := range h.holds {
+		for _, b := range h.holds {
+			if a.end.Before(b.called) && b.fence <= a.fence && (a.epoch == b.epoch || fencesAcrossEpochs) {
+				fail("fence %d of a grant after one with fence %d", b.fence, a.fence)
+			}
+		}
+	}
+	for _, s := range h.slow {
+		fail("a call past its deadline: %s", s)
+	}
+	// Healed: every client works again.
+	for w := range r.acquire {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err := r.acquire[w](ctx)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		cancel()
+		if err != nil {
+			fail("worker %d after the fault healed: %v", w, err)
+		}
+	}
+	if len(h.holds) == 0 {
+		fail("no grant at all")
+	}
+	t.Logf("%d ops, %d grants (%d lost); failures: %v", h.ops, len(h.holds), countLost(h.holds), h.failures)
+	return violations
+}
+
+func countLost(hs []hold) int {
+	n := 0
+	for _, h := range hs {
+		if h.lost {
+			n++
+		}
+	}
+	return n
+}
+
+// scenario is a fault, injected into a rig while its workers run.
+type scenario struct {
+	name, faults string
+	// inject runs the fault; it must return once stop is closed.
+	inject func(t *testing.T, r *rig, stop <-chan struct{})
+	// holdFor is how long worker w holds each grant.
+	holdFor func(w int) time.Duration
+	// fencesAcrossEpochs is false when Redis loses its data (a restart).
+	fencesAcrossEpochs bool
+}
+
+func short(int) time.Duration { return 15 * time.Millisecond }
+
+// sleepOr sleeps d or until stop.
+func sleepOr(d time.Duration, stop <-chan struct{}) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+var scenarios = []scenario{
+	{name: "latency", faults: "350ms latency on every connection for 1s (renewals every 267ms)", holdFor: func(int) time.Duration { return 400 * time.Millisecond },
+		fencesAcrossEpochs: true,
+		inject: func(t *testing.T, r *rig, stop <-chan struct{}) {
+			if !sleepOr(300*time.Millisecond, stop) {
+				return
+			}
+			for _, p := range r.proxies {
+				p.SetLatency(350 * time.Millisecond)
+			}
+			sleepOr(time.Second, stop)
+			for _, p := range r.proxies {
+				p.SetLatency(0)
+			}
+		}},
+	{name: "resets", faults: "a connection reset every 20ms, for 1.2s (mid-acquire, mid-release)", holdFor: short, fencesAcrossEpochs: true,
+		inject: func(t *testing.T, r *rig, stop <-chan struct{}) {
+			end := time.Now().Add(1200 * time.Millisecond)
+			for time.Now().Before(end) && sleepOr(20*time.Millisecond, stop) {
+				r.proxies[rand.IntN(len(r.proxies))].ResetAll()
+			}
+		}},
+	{name: "partition", faults: "the holder's connections black-holed for 2 TTLs while it holds", fencesAcrossEpochs: true,
+		holdFor: func(w int) time.Duration {
+			if w == 0 {
+				return 3 * time.Second // the holder: holds until it learns it lost
+			}
+			return 15 * time.Millisecond
+		},
+		inject: func(t *testing.T, r *rig, stop <-chan struct{}) {
+			// Wait until worker 0 holds, then cut it off.
+			for !holding(r, 0) {
+				if !sleepOr(5*time.Millisecond, stop) {
+					return
+				}
+			}
+			r.proxies[0].Blackhole(true)
+			sleepOr(2*ttl, stop)
+			r.proxies[0].Blackhole(false)
+		}},
+	{name: "hang", faults: "redis-server stopped (SIGSTOP) for 1.2 TTLs, then continued", holdFor: short, fencesAcrossEpochs: true,
+		inject: func(t *testing.T, r *rig, stop <-chan struct{}) {
+			if !sleepOr(300*time.Millisecond, stop) {
+				return
+			}
+			r.srv.Pause()
+			time.Sleep(ttl * 6 / 5)
+			r.srv.Resume()
+		}},
+	{name: "restart", faults: "redis-server killed (SIGKILL, data gone) and restarted", holdFor: short, fencesAcrossEpochs: false,
+		inject: func(t *testing.T, r *rig, stop <-chan struct{}) {
+			if !sleepOr(400*time.Millisecond, stop) {
+				return
+			}
+			r.srv.Kill()
+			r.hist.mu.Lock()
+			r.hist.epoch++
+			r.hist.mu.Unlock()
+			time.Sleep(200 * time.Millisecond)
+			r.srv.Restart(t)
+		}},
+}
+
+// holding reports whether worker w holds a grant right now.
+func holding(r *rig, w int) bool { return r.holdingNow[w].Load() }
+
+func TestFaults(t *testing.T) {
+	redistest.Require(t)
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for _, d := range drivers {
+				for _, p := range prims {
+					t.Run(d.name+"/"+p.name, func(t *testing.T) {
+						r := newRig(t, d, p)
+						r.run(2500*time.Millisecond, sc.holdFor, func(stop <-chan struct{}) { sc.inject(t, r, stop) })
+						v := r.check(t, sc.fencesAcrossEpochs)
+						table.mu.Lock()
+						table.rows = append(table.rows, row{sc.name, d.name, p.name, r.hist.ops, sc.faults, v})
+						table.mu.Unlock()
+					})
+				}
+			}
+		})
+	}
+}
+
+// writeReport writes the Markdown table of the run to path.
+func writeReport(path string, took time.Duration) error {
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scenario | driver | primitive | operations | faults injected | violations |\n|---|---|---|---|---|---|\n")
+	for _, r := range table.rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d |\n", r.scenario, r.driver, r.primitive, r.ops, r.faults, r.violations)
+	}
+	fmt.Fprintf(&b, "\n%d runs in %v.\n", len(table.rows), took.Round(time.Second))
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
