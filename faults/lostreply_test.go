@@ -110,4 +110,3 @@ func TestLostReply(t *testing.T) {
 		}
 	}
 }
-
