@@ -171,7 +171,7 @@ func TestParseKeyBaseInvertsKeyBase(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"plain", "p{open", "p{%zz}", "p{%7}"} {
+	for _, bad := range []string{"plain", "p{open", "p{%zz}", "p{%7}", "x{a{b}"} {
 		if _, _, _, ok := ParseKeyBase(bad); ok {
 			t.Errorf("ParseKeyBase(%q) accepted a key KeyBase cannot make", bad)
 		}

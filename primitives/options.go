@@ -237,6 +237,9 @@ func ParseKeyBase(key string) (prefix, name, suffix string, ok bool) {
 	}
 	end += open
 	esc := key[open+1 : end]
+	if strings.IndexByte(esc, '{') >= 0 { // KeyBase escapes every brace of a name
+		return "", "", "", false
+	}
 	var b strings.Builder
 	for i := 0; i < len(esc); i++ {
 		if esc[i] != '%' {
