@@ -36,6 +36,7 @@ var commands = []command{
 	{"inspect", "show who holds a primitive: token prefixes, fences, TTLs, trace ids", runInspect},
 	{"list", "list the primitives under a prefix (by SCAN)", runList},
 	{"release", "force-release a stuck primitive, keeping its fence counter", runRelease},
+	{"bench", "measure latchkit: uncontended vs the floor, and 16 clients on one key", runBench},
 }
 
 // errUsage marks bad flags or arguments: exit status 2.

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// ttl is the lease time every contender asks for where it takes one.
+const ttl = 10 * time.Second
+
+// errBusy is a try that found the lock held.
+var errBusy = errors.New("lock is held")
+
+// unlockFunc gives a granted lock back.
+type unlockFunc func(ctx context.Context) error
+
+// lockClient is one client of one library, with its own driver client and
+// connections, as a separate process would have.
+type lockClient struct {
+	// try makes one attempt on key: errBusy (possibly wrapped) when held.
+	try func(ctx context.Context, key string) (unlockFunc, error)
+	// lock waits for key until granted, ctx ends, or the library gives up.
+	lock  func(ctx context.Context, key string) (unlockFunc, error)
+	close func()
+}
+
+// contender is a lock implementation under test.
+type contender struct {
+	name   string
+	driver string // "go-redis" or "rueidis"
+	// floor names the floor contender the ratio is taken against; empty
+	// for the floors themselves.
+	floor    string
+	latchkit bool // the targets apply to it
+	// open makes one client over addrs (one address, or several for
+	// Redlock); sent counts the commands it sends.
+	open func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error)
+}
+
+const (
+	floorGoRedis = "floor (SET NX PX + EVALSHA del), go-redis"
+	floorRueidis = "floor (SET NX PX + EVALSHA del), rueidis"
+	floorRedlock = "floor (5x parallel SET NX PX + del), go-redis"
+)
+
+// singleContenders run S1 and S2 (and, but for the floors, S3).
+func singleContenders() []contender {
+	return []contender{
+		{name: floorGoRedis, driver: "go-redis", open: openFloorGoRedis},
+		{name: "latchkit Mutex, go-redis", driver: "go-redis", floor: floorGoRedis, latchkit: true,
+			open: openLatchkit(goredisBackend, primitives.NewMutex)},
+		{name: "redsync", driver: "go-redis", floor: floorGoRedis, open: openRedsync},
+		{name: "bsm/redislock", driver: "go-redis", floor: floorGoRedis, open: openRedislock},
+		{name: floorRueidis, driver: "rueidis", open: openFloorRueidis},
+		{name: "latchkit Mutex, rueidis", driver: "rueidis", floor: floorRueidis, latchkit: true,
+			open: openLatchkit(rueidisBackend, primitives.NewMutex)},
+		{name: "rueidislock", driver: "rueidis", floor: floorRueidis, open: openRueidislock},
+	}
+}
+
+// contendedContenders run S3: every lock that can wait, FairMutex included.
+func contendedContenders() []contender {
+	var cs []contender
+	for _, c := range singleContenders() {
+		if c.floor == "" {
+			continue // the floors cannot wait
+		}
+		cs = append(cs, c)
+		if c.name == "latchkit Mutex, go-redis" {
+			cs = append(cs, contender{name: "latchkit FairMutex, go-redis", driver: "go-redis", latchkit: true,
+				open: openLatchkit(goredisBackend, primitives.NewFairMutex)})
+		}
+		if c.name == "latchkit Mutex, rueidis" {
+			cs = append(cs, contender{name: "latchkit FairMutex, rueidis", driver: "rueidis", latchkit: true,
+				open: openLatchkit(rueidisBackend, primitives.NewFairMutex)})
+		}
+	}
+	return cs
+}
+
+// redlockContenders run S4 over five instances.
+func redlockContenders() []contender {
+	return []contender{
+		{name: floorRedlock, driver: "go-redis", open: openFloorRedlock},
+		{name: "latchkit NewRedlock, go-redis", driver: "go-redis", floor: floorRedlock, latchkit: true, open: openLatchkitRedlock},
+		{name: "redsync, 5 pools", driver: "go-redis", floor: floorRedlock, open: openRedsync},
+	}
+}
+
+// casDel is the floor's release: compare-and-delete, run by EVALSHA.
+const casDelSrc = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+
+var casDelGoRedis = redis.NewScript(casDelSrc)
+
+func openFloorGoRedis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	c := newGoRedis(addrs[0], sent)
+	return &lockClient{
+		try: func(ctx context.Context, key string) (unlockFunc, error) {
+			return floorTryGoRedis(ctx, c, key)
+		},
+		close: func() { c.Close() },
+	}, nil
+}
+
+// floorTryGoRedis is the two round trips any safe lock costs, on go-redis.
+func floorTryGoRedis(ctx context.Context, c *redis.Client, key string) (unlockFunc, error) {
+	tok := newToken()
+	ok, err := c.SetNX(ctx, key, tok, ttl).Result()
+	if err != nil {
+		return nil, fmt.Errorf("SET NX %s: %w", key, err)
+	}
+	if !ok {
+		return nil, errBusy
+	}
+	return func(ctx context.Context) error {
+		if err := casDelGoRedis.Run(ctx, c, []string{key}, tok).Err(); err != nil {
+			return fmt.Errorf("compare-and-delete %s: %w", key, err)
+		}
+		return nil
+	}, nil
+}
+
+var casDelRueidis = rd.NewLuaScript(casDelSrc)
+
+func openFloorRueidis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	c, err := newRueidis(rueidisOption(addrs[0]), sent)
+	if err != nil {
+		return nil, fmt.Errorf("rueidis client: %w", err)
+	}
+	ms := ttl.Milliseconds()
+	return &lockClient{
+		try: func(ctx context.Context, key string) (unlockFunc, error) {
+			tok := newToken()
+			err := c.Do(ctx, c.B().Set().Key(key).Value(tok).Nx().PxMilliseconds(ms).Build()).Error()
+			if rd.IsRedisNil(err) {
+				return nil, errBusy
+			}
+			if err != nil {
+				return nil, fmt.Errorf("SET NX %s: %w", key, err)
+			}
+			return func(ctx context.Context) error {
+				if err := casDelRueidis.Exec(ctx, c, []string{key}, []string{tok}).Error(); err != nil {
+					return fmt.Errorf("compare-and-delete %s: %w", key, err)
+				}
+				return nil
+			}, nil
+		},
+		close: c.Close,
+	}, nil
+}
+
+// openFloorRedlock is the least a Redlock can do: SET NX PX on every
+// instance in parallel, a majority wins, compare-and-delete everywhere.
+func openFloorRedlock(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	cs := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		cs[i] = newGoRedis(a, sent)
+	}
+	each := func(f func(c *redis.Client) bool) int {
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if f(c) {
+					n.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return int(n.Load())
+	}
+	return &lockClient{
+		try: func(ctx context.Context, key string) (unlockFunc, error) {
+			tok := newToken()
+			release := func(ctx context.Context) error {
+				each(func(c *redis.Client) bool { return casDelGoRedis.Run(ctx, c, []string{key}, tok).Err() == nil })
+				return nil
+			}
+			got := each(func(c *redis.Client) bool { ok, err := c.SetNX(ctx, key, tok, ttl).Result(); return err == nil && ok })
+			if got < len(cs)/2+1 {
+				_ = release(ctx)
+				return nil, errBusy
+			}
+			return release, nil
+		},
+		close: func() {
+			for _, c := range cs {
+				c.Close()
+			}
+		},
+	}, nil
+}
+
+func goredisBackend(_ context.Context, addr string, sent *atomic.Int64) (backend.Backend, func(), error) {
+	c := newGoRedis(addr, sent)
+	return goredis.New(c), func() { c.Close() }, nil
+}
+
+func rueidisBackend(_ context.Context, addr string, sent *atomic.Int64) (backend.Backend, func(), error) {
+	c, err := newRueidis(rueidisOption(addr), sent)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rueidis client: %w", err)
+	}
+	return lrueidis.New(c), c.Close, nil
+}
+
+// openLatchkit makes a contender of a latchkit mutex constructor with its
+// default options (auto-extend on, as users get it).
+func openLatchkit(
+	mkBackend func(context.Context, string, *atomic.Int64) (backend.Backend, func(), error),
+	newMutex func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error),
+) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
+	return func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+		b, closeFn, err := mkBackend(ctx, addrs[0], sent)
+		if err != nil {
+			return nil, err
+		}
+		mk := func(key string) (primitives.Mutex, error) { return newMutex(b, key) }
+		return latchkitClient(mk, closeFn), nil
+	}
+}
+
+func openLatchkitRedlock(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	bs := make([]backend.Backend, len(addrs))
+	closers := make([]func(), len(addrs))
+	for i, a := range addrs {
+		b, closeFn, err := goredisBackend(ctx, a, sent)
+		if err != nil {
+			return nil, err
+		}
+		bs[i], closers[i] = b, closeFn
+	}
+	mk := func(key string) (primitives.Mutex, error) { return primitives.NewRedlock(bs, key) }
+	return latchkitClient(mk, func() {
+		for _, c := range closers {
+			c()
+		}
+	}), nil
+}
+
+func latchkitClient(mk func(key string) (primitives.Mutex, error), closeFn func()) *lockClient {
+	take := func(ctx context.Context, key string, wait bool) (unlockFunc, error) {
+		m, err := mk(key)
+		if err != nil {
+			return nil, err
+		}
+		var l latchkit.Lease
+		if wait {
+			l, err = m.Lock(ctx)
+		} else {
+			l, err = m.TryLock(ctx)
+		}
+		if errors.Is(err, latchkit.ErrNotAcquired) {
+			return nil, fmt.Errorf("%w: %w", errBusy, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}
+	return &lockClient{
+		try:   func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, false) },
+		lock:  func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, true) },
+		close: closeFn,
+	}
+}
+
+// openRedsync uses redsync with its defaults (expiry 8 s, up to 32 tries
+// 50-250 ms apart) over one pool per address.
+func openRedsync(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	cs := make([]*redis.Client, len(addrs))
+	pools := make([]rsredis.Pool, len(addrs))
+	for i, a := range addrs {
+		cs[i] = newGoRedis(a, sent)
+		pools[i] = rsgoredis.NewPool(cs[i])
+	}
+	rs := redsync.New(pools...)
+	take := func(ctx context.Context, key string, wait bool) (unlockFunc, error) {
+		m := rs.NewMutex(key)
+		var err error
+		if wait {
+			err = m.LockContext(ctx)
+		} else {
+			err = m.TryLockContext(ctx)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redsync lock %s: %w", key, err)
+		}
+		return func(ctx context.Context) error {
+			if _, err := m.UnlockContext(ctx); err != nil {
+				return fmt.Errorf("redsync unlock %s: %w", key, err)
+			}
+			return nil
+		}, nil
+	}
+	return &lockClient{
+		try:  func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, false) },
+		lock: func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, true) },
+		close: func() {
+			for _, c := range cs {
+				c.Close()
+			}
+		},
+	}, nil
+}
+
+// redislockRetry is the retry strategy bsm/redislock is given when it must
+// wait (by default it does not): backoff from 1 ms doubling up to 5 ms.
+func redislockRetry() redislock.RetryStrategy {
+	return redislock.ExponentialBackoff(time.Millisecond, 5*time.Millisecond)
+}
+
+func openRedislock(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	c := newGoRedis(addrs[0], sent)
+	rl := redislock.New(c)
+	take := func(ctx context.Context, key string, opt *redislock.Options) (unlockFunc, error) {
+		l, err := rl.Obtain(ctx, key, ttl, opt)
+		if errors.Is(err, redislock.ErrNotObtained) {
+			return nil, fmt.Errorf("%w: %w", errBusy, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redislock obtain %s: %w", key, err)
+		}
+		return l.Release, nil
+	}
+	return &lockClient{
+		try: func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, nil) },
+		lock: func(ctx context.Context, key string) (unlockFunc, error) {
+			return take(ctx, key, &redislock.Options{RetryStrategy: redislockRetry()})
+		},
+		close: func() { c.Close() },
+	}, nil
+}
+
+// openRueidislock uses rueidislock with its defaults (a majority of 2 of 3
+// keys, 5 s validity, client-side-caching invalidations to wake waiters).
+func openRueidislock(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:  rueidisOption(addrs[0]),
+		ClientBuilder: func(o rd.ClientOption) (rd.Client, error) { return newRueidis(o, sent) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rueidislock: %w", err)
+	}
+	take := func(ctx context.Context, key string, wait bool) (unlockFunc, error) {
+		var (
+			cancel context.CancelFunc
+			err    error
+		)
+		if wait {
+			_, cancel, err = lk.WithContext(ctx, key)
+		} else {
+			_, cancel, err = lk.TryWithContext(ctx, key)
+		}
+		if errors.Is(err, rueidislock.ErrNotLocked) {
+			return nil, fmt.Errorf("%w: %w", errBusy, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rueidislock %s: %w", key, err)
+		}
+		return func(context.Context) error { cancel(); return nil }, nil
+	}
+	return &lockClient{
+		try:   func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, false) },
+		lock:  func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, key, true) },
+		close: lk.Close,
+	}, nil
+}

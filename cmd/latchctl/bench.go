@@ -1,0 +1,478 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// benchConfig is `latchctl bench`'s flags.
+type benchConfig struct {
+	target
+	duration   time.Duration // per row
+	clients    int           // S3: separate clients on one key
+	goroutines int           // S2: goroutines on one client
+	hold       time.Duration // S3: how long each grant is held
+	prefix     string        // every key of the run starts with it
+}
+
+// runBench is `latchctl bench`: latchkit's own figures on a given Redis
+// (or the embedded one), for users to check their setup. S1 and S2 run an
+// uncontended TryLock+Release on fresh keys (from 1 goroutine, then many
+// on one client) beside the floor: SET NX PX, then an EVALSHA
+// compare-and-delete, the two round trips any safe lock costs. S3 has
+// separate clients, as separate processes would, contend for one key.
+// The side-by-side comparison with other libraries is the bench module
+// in the repository (cd bench && go run .).
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := benchConfig{goroutines: 64, hold: time.Millisecond}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", "", "Redis address host:port (default: an embedded miniredis)")
+	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis or rueidis")
+	fs.DurationVar(&c.duration, "duration", 2*time.Second, "how long each row runs")
+	fs.IntVar(&c.clients, "clients", 16, "S3: separate clients contending for one key")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	case c.duration <= 0:
+		return fmt.Errorf("%w: -duration must be positive", errUsage)
+	case c.clients < 2:
+		return fmt.Errorf("%w: -clients must be at least 2", errUsage)
+	}
+	if err := c.open(); err != nil {
+		return err
+	}
+	defer c.close()
+	c.prefix = "latchctl-bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	fmt.Fprintf(stdout, "latchctl bench: latchkit on %s, driver %s, %v per row\n\n", c.describe(), c.driver, c.duration)
+	return bench(ctx, c, stdout)
+}
+
+// bench runs S1 to S3 and prints their rows as Markdown tables.
+func bench(ctx context.Context, c benchConfig, w io.Writer) (err error) {
+	b, do, closeFn, err := c.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	defer func() {
+		// With a background context: the keys go even after Ctrl-C.
+		if _, cerr := cleanup(context.WithoutCancel(ctx), do, c.prefix); cerr != nil && err == nil {
+			err = fmt.Errorf("remove the benchmark's keys: %w", cerr)
+		}
+	}()
+	sent := countSent(b)
+
+	fmt.Fprintln(w, "| scenario | what | lock+unlock/s | × floor | commands sent/op |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|")
+	for _, s := range []struct {
+		name string
+		g    int
+	}{{"S1", 1}, {"S2", c.goroutines}} {
+		floor, err := uncontended(ctx, c.duration, s.g, sent, floorOp(b, do, c.prefix+s.name+":floor:"))
+		if err != nil {
+			return fmt.Errorf("%s floor: %w", s.name, err)
+		}
+		mutex, err := uncontended(ctx, c.duration, s.g, sent, mutexOp(b, c.prefix, s.name+":mutex:"))
+		if err != nil {
+			return fmt.Errorf("%s Mutex: %w", s.name, err)
+		}
+		what := fmt.Sprintf("%d goroutine(s), fresh keys", s.g)
+		fmt.Fprintf(w, "| %s | floor (SET NX PX + EVALSHA del), %s | %.0f | 1.00 | %s |\n", s.name, what, floor.perSec, floor.sent)
+		fmt.Fprintf(w, "| %s | Mutex TryLock+Release, %s | %.0f | %.2f | %s |\n", s.name, what, mutex.perSec, mutex.perSec/floor.perSec, mutex.sent)
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | what | acquisitions/s | handoffs/s | handoff p50 | handoff p99 | self-reacquire | max wait | commands sent/acq | commandstats/acq | Redis CPU/acq | violations |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, m := range []struct {
+		name string
+		mk   func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error)
+	}{{"Mutex", primitives.NewMutex}, {"FairMutex", primitives.NewFairMutex}} {
+		r, err := contended(ctx, c, m.mk, do, "S3:"+m.name)
+		if err != nil {
+			return fmt.Errorf("S3 %s: %w", m.name, err)
+		}
+		sec := r.elapsed.Seconds()
+		n := float64(r.acquisitions)
+		fmt.Fprintf(w, "| S3 | %s, %d clients, hold %v | %.0f | %.0f | %s | %s | %.1f%% | %s | %s | %s | %s | %d |\n",
+			m.name, c.clients, c.hold, n/sec, float64(r.handoffs)/sec,
+			millis(quantile(r.handoff, 0.5)), millis(quantile(r.handoff, 0.99)),
+			100*float64(r.self)/max(n-1, 1), millis(r.maxWait), r.sent, r.calls, r.cpu, r.violations)
+	}
+	return nil
+}
+
+// countSent installs a hook counting the commands a go-redis client sends;
+// nil for drivers without one (rueidis takes hooks only at construction).
+func countSent(b backend.Backend) *atomic.Int64 {
+	var c *redis.Client
+	if u, ok := b.(interface{ As(any) bool }); !ok || !u.As(&c) {
+		return nil
+	}
+	n := new(atomic.Int64)
+	c.AddHook(sentHook{n})
+	return n
+}
+
+// sentHook counts go-redis commands.
+type sentHook struct{ n *atomic.Int64 }
+
+func (h sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+
+func (h sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// perOp formats count per op, or n/a when the count is unknown.
+func perOp(count *atomic.Int64, before int64, ops int64) string {
+	if count == nil || ops == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", float64(count.Load()-before)/float64(ops))
+}
+
+// benchCasDel is the floor's release: compare-and-delete.
+var benchCasDel = backend.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// floorOp is the floor: SET NX PX, then compare-and-delete by EVALSHA.
+func floorOp(b backend.Backend, do func(context.Context, ...string) (any, error), prefix string) func(context.Context, int64) error {
+	return func(ctx context.Context, i int64) error {
+		key, tok := prefix+strconv.FormatInt(i, 10), rand.Text() // 128 random bits, as latchkit's tokens
+		v, err := do(ctx, "SET", key, tok, "NX", "PX", "10000")
+		if err != nil {
+			return fmt.Errorf("SET NX %s: %w", key, err)
+		}
+		if v == nil {
+			return fmt.Errorf("SET NX %s: %w", key, latchkit.ErrNotAcquired)
+		}
+		if _, err := b.Eval(ctx, benchCasDel, []string{key}, []string{tok}); err != nil {
+			return fmt.Errorf("compare-and-delete %s: %w", key, err)
+		}
+		return nil
+	}
+}
+
+// mutexOp is a latchkit Mutex, default options, TryLock+Release.
+func mutexOp(b backend.Backend, prefix, name string) func(context.Context, int64) error {
+	return func(ctx context.Context, i int64) error {
+		m, err := primitives.NewMutex(b, name+strconv.FormatInt(i, 10), primitives.WithPrefix(prefix))
+		if err != nil {
+			return err
+		}
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}
+}
+
+// rate is an uncontended row's result.
+type rate struct {
+	perSec float64
+	sent   string // commands sent per op, or n/a
+}
+
+// uncontended runs op from g goroutines for d.
+func uncontended(ctx context.Context, d time.Duration, g int, sent *atomic.Int64, op func(context.Context, int64) error) (rate, error) {
+	var seq atomic.Int64
+	for range g { // warm up: connections open, scripts loaded
+		if err := op(ctx, seq.Add(1)); err != nil {
+			return rate{}, err
+		}
+	}
+	var before int64
+	if sent != nil {
+		before = sent.Load()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		ops      atomic.Int64
+		once     sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := op(ctx, seq.Add(1)); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+				ops.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return rate{}, firstErr
+	}
+	return rate{perSec: float64(ops.Load()) / time.Since(start).Seconds(), sent: perOp(sent, before, ops.Load())}, nil
+}
+
+// contention is an S3 row's result, recorded under mu in grant order
+// (grants of one lock are serialized, so that order is theirs).
+type contention struct {
+	mu           sync.Mutex
+	holder       int // -1: free
+	lastReleaser int // -1: none yet
+	lastRelease  time.Time
+
+	elapsed                      time.Duration
+	acquisitions, handoffs, self int
+	violations                   int             // grants while another client held it
+	handoff                      []time.Duration // A starts its release -> B's Lock returns
+	maxWait                      time.Duration   // longest Lock, or wait pending at the end
+	sent, calls, cpu             string          // per acquisition, or n/a
+}
+
+func (r *contention) granted(id int, waitStart time.Time) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holder != -1 {
+		r.violations++
+	}
+	r.holder = id
+	r.acquisitions++
+	r.maxWait = max(r.maxWait, now.Sub(waitStart))
+	switch r.lastReleaser {
+	case -1:
+	case id:
+		r.self++
+	default:
+		r.handoffs++
+		r.handoff = append(r.handoff, now.Sub(r.lastRelease))
+	}
+}
+
+func (r *contention) releasing(id int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holder = -1
+	r.lastReleaser = id
+	r.lastRelease = time.Now()
+}
+
+func (r *contention) pending(waitStart time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.maxWait = max(r.maxWait, time.Since(waitStart))
+}
+
+// contended has c.clients separate clients loop on one key for
+// c.duration: wait for it, hold it for c.hold, release, wait again.
+func contended(ctx context.Context, c benchConfig, newMutex func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error),
+	do func(context.Context, ...string) (any, error), name string) (*contention, error) {
+	type member struct {
+		m    primitives.Mutex
+		sent *atomic.Int64 // nil: not countable on this driver
+	}
+	members := make([]member, c.clients)
+	for i := range members {
+		b, _, closeFn, err := c.client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer closeFn()
+		sent := countSent(b)
+		// Warm up: a connection open, the scripts loaded.
+		if err := mutexOp(b, c.prefix, name+":warm:")(ctx, int64(i)); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+		m, err := newMutex(b, name, primitives.WithPrefix(c.prefix))
+		if err != nil {
+			return nil, err
+		}
+		members[i] = member{m, sent}
+	}
+	sentTotal := func() (int64, bool) {
+		var n int64
+		for _, m := range members {
+			if m.sent == nil {
+				return 0, false
+			}
+			n += m.sent.Load()
+		}
+		return n, true
+	}
+	sent0, _ := sentTotal()
+	calls0, cpu0, _ := serverCounts(ctx, do)
+
+	r := &contention{holder: -1, lastReleaser: -1}
+	runCtx, cancel := context.WithTimeout(ctx, c.duration)
+	defer cancel()
+	var (
+		once     sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for id, mem := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				waitStart := time.Now()
+				l, err := mem.m.Lock(runCtx)
+				if err != nil {
+					r.pending(waitStart)
+					// A driver may see the deadline pass before runCtx
+					// reports it.
+					if runCtx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+						once.Do(func() { firstErr = fmt.Errorf("Lock: %w", err); cancel() })
+					}
+					return
+				}
+				r.granted(id, waitStart)
+				time.Sleep(c.hold)
+				r.releasing(id)
+				if err := l.Release(context.Background()); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("Release: %w", err); cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.elapsed = time.Since(start)
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.acquisitions == 0 {
+		return nil, errors.New("no acquisition in the whole run")
+	}
+	n := float64(r.acquisitions)
+	r.sent, r.calls, r.cpu = "n/a", "n/a", "n/a"
+	if sent1, ok := sentTotal(); ok {
+		r.sent = fmt.Sprintf("%.2f", float64(sent1-sent0)/n)
+	}
+	if calls1, cpu1, ok := serverCounts(ctx, do); ok {
+		r.calls = fmt.Sprintf("%.2f", float64(calls1-calls0)/n)
+		r.cpu = fmt.Sprintf("%.0f µs", (cpu1-cpu0)/n*1e6)
+	}
+	return r, nil
+}
+
+// cleanup deletes every key under prefix (SCAN, never KEYS): latchkit keeps
+// fence counters forever, and a benchmark must not leave its keys behind.
+func cleanup(ctx context.Context, do func(context.Context, ...string) (any, error), prefix string) (int, error) {
+	deleted, cursor := 0, "0"
+	for {
+		v, err := do(ctx, "SCAN", cursor, "MATCH", prefix+"*", "COUNT", "1000")
+		if err != nil {
+			return deleted, fmt.Errorf("SCAN: %w", err)
+		}
+		reply, ok := v.([]any)
+		if !ok || len(reply) != 2 {
+			return deleted, fmt.Errorf("SCAN: unexpected reply %T", v)
+		}
+		cursor = fmt.Sprint(reply[0])
+		keys, _ := reply[1].([]any)
+		if len(keys) > 0 {
+			args := []string{"DEL"}
+			for _, k := range keys {
+				args = append(args, fmt.Sprint(k))
+			}
+			if _, err := do(ctx, args...); err != nil {
+				return deleted, fmt.Errorf("DEL: %w", err)
+			}
+			deleted += len(keys)
+		}
+		if cursor == "0" {
+			return deleted, nil
+		}
+	}
+}
+
+// serverCounts reads INFO commandstats (calls, INFO itself excluded) and
+// INFO cpu (seconds); ok is false when the server has no such sections
+// (miniredis).
+func serverCounts(ctx context.Context, do func(context.Context, ...string) (any, error)) (calls int64, cpu float64, ok bool) {
+	cs, err := do(ctx, "INFO", "commandstats")
+	if err != nil {
+		return 0, 0, false
+	}
+	cpuInfo, err := do(ctx, "INFO", "cpu")
+	if err != nil {
+		return 0, 0, false
+	}
+	csText, _ := cs.(string)
+	cpuText, _ := cpuInfo.(string)
+	for _, line := range strings.Split(csText, "\n") {
+		name, rest, found := strings.Cut(strings.TrimSpace(line), ":")
+		if !found || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		field, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(strings.TrimPrefix(field, "calls="), 10, 64)
+		if err == nil {
+			calls += n
+		}
+	}
+	cpuFields := 0
+	for _, line := range strings.Split(cpuText, "\n") {
+		k, v, found := strings.Cut(strings.TrimSpace(line), ":")
+		if found && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				cpu += f
+				cpuFields++
+			}
+		}
+	}
+	return calls, cpu, calls > 0 && cpuFields == 2
+}
+
+// quantile is the q-quantile of ds by nearest rank.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// millis formats d in milliseconds.
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
+}
