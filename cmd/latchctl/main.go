@@ -1,5 +1,5 @@
-// Command latchctl runs latchkit against a Redis: the marketplace demo, and
-// tools to look into and repair primitives.
+// Command latchctl runs latchkit against a Redis: the marketplace demo, a
+// benchmark, and tools to look into and repair primitives.
 //
 //	latchctl demo [-addr host:port] [-driver goredis|rueidis] ...
 //	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
