@@ -2,17 +2,18 @@
 // benchmark, and tools to look into and repair primitives.
 //
 //	latchctl demo [-addr host:port] [-driver goredis|rueidis] ...
+//	latchctl bench [-addr host:port] [-driver goredis|rueidis] [-duration d] [-clients n]
 //	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
 //
-// demo without -addr starts an embedded Redis (miniredis) in-process; the
-// other commands connect to -addr (default localhost:6379). inspect shows
-// holders (token prefix, fence, remaining TTL by the server's clock, trace
-// id when middleware.Tracing stored one), an RWLock's readers, writer and
-// waiting writers, a fair semaphore's queue; list finds primitives with
-// SCAN, never KEYS; release deletes a stuck primitive's keys, except its
-// fence counter, and wakes its waiters.
+// demo and bench without -addr start an embedded Redis (miniredis)
+// in-process; the other commands connect to -addr (default localhost:6379).
+// inspect shows holders (token prefix, fence, remaining TTL by the server's
+// clock, trace id when middleware.Tracing stored one), an RWLock's readers,
+// writer and waiting writers, a fair semaphore's queue; list finds
+// primitives with SCAN, never KEYS; release deletes a stuck primitive's
+// keys, except its fence counter, and wakes its waiters.
 package main
 
 import (
