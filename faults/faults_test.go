@@ -197,7 +197,7 @@ func (h *history) call(what string, start time.Time, err error) {
 	}
 	if err != nil {
 		k := err.Error()
-		if i := strings.IndexByte(k, ':'); i > 0 && len(k) > 60 {
+		if len(k) > 60 {
 			k = k[:60]
 		}
 		h.failures[what+": "+k]++

@@ -36,18 +36,6 @@ func TestLostReply(t *testing.T) {
 				// A direct client, exclusive like the lossy one, checks the
 				// primitive is free.
 				direct, _, _, _ := p.open(d.new(t, srv.Addr), 0, opts...)
-				if p.limit == 2 { // a second client for the second permit
-					second, _, _, _ := p.open(d.new(t, srv.Addr), 0, opts...)
-					first := direct
-					n := 0
-					direct = func(ctx context.Context) (latchkit.Lease, error) {
-						n++
-						if n%2 == 0 {
-							return second(ctx)
-						}
-						return first(ctx)
-					}
-				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				violations, ops := 0, 0

@@ -95,9 +95,9 @@ func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks in
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v; the grant was released", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
+	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
 	if rerr := l.Release(rctx); rerr != nil {
-		err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v; releasing the grant failed too (it expires with its TTL): %w", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout, rerr)
+		return nil, fmt.Errorf("%w; releasing the grant failed too (it expires with its TTL): %w", err, rerr)
 	}
-	return nil, err
+	return nil, fmt.Errorf("%w; the grant was released", err)
 }

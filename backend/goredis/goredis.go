@@ -101,11 +101,7 @@ func (b *Backend) script(s *backend.Script) *redis.Script {
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (go-redis's
 // Script.Run does this).
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
-	a := make([]any, len(args))
-	for i, v := range args {
-		a[i] = v
-	}
-	v, err := b.script(s).Run(ctx, b.c, keys, a...).Result()
+	v, err := b.script(s).Run(ctx, b.c, keys, anyArgs(args)...).Result()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
@@ -113,6 +109,15 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 		return nil, wrap(ctx, err)
 	}
 	return Normalize(v)
+}
+
+// anyArgs converts script arguments to the []any go-redis takes.
+func anyArgs(args []string) []any {
+	a := make([]any, len(args))
+	for i, v := range args {
+		a[i] = v
+	}
+	return a
 }
 
 // Normalize turns a go-redis reply into a backend.Value. Replies of types
@@ -195,10 +200,7 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 		}
 		c = m
 	}
-	a := make([]any, len(args))
-	for i, v := range args {
-		a[i] = v
-	}
+	a := anyArgs(args)
 	run := func(eval bool) (*redis.Cmd, *redis.Cmd) {
 		pipe := c.Pipeline()
 		var cmd *redis.Cmd
