@@ -114,6 +114,11 @@ type Request struct {
 	// to be woken when the primitive may have become free. The slice may be
 	// shared between requests: read it, never modify it.
 	Channels []string
+	// WakeID, when set by the primitive, names this acquisition in
+	// targeted release messages: a primitive that hands itself over to one
+	// queued waiter on release (Mutex) wakes only that waiter, by this id
+	// (a digest of the token, never the token).
+	WakeID string
 	// Try is set for a single attempt (TryLock, TryAcquire): middleware must
 	// not wait or retry.
 	Try bool

@@ -66,7 +66,7 @@ func runG(b *testing.B, g int, op func()) {
 func benchMutex(b *testing.B, be backend.Backend, g int) {
 	ctx := context.Background()
 	runG(b, g, func() {
-		m, err := primitives.NewMutex(be, nextName(), primitives.WithAutoExtend(false))
+		m, err := primitives.NewMutex(be, nextName())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -24,6 +24,9 @@ type acquisition struct {
 	// attempts gave up: it takes back a place its attempts queued, rather
 	// than let it hold others up until it times out.
 	abandon func(ctx context.Context, token string)
+	// wakeID: the primitive hands itself over to queued waiters and wakes
+	// them by wakeID(token).
+	wakeID bool
 }
 
 // acquire runs a through the primitive's middleware chain with a new
@@ -35,6 +38,9 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 		Channels: a.chans, Try: a.try, Owner: ownerFrom(ctx),
 	}
 	token := newToken()
+	if a.wakeID && !a.try {
+		req.WakeID = wakeID(token)
+	}
 	l, err := c.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
 		l, err := a.attempt(ctx, req, token)
 		if req.OnAttempt != nil {

@@ -5,6 +5,8 @@ package primitives
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -27,38 +29,81 @@ type Mutex interface {
 // The mutex scripts. KEYS: 1 the lock (holder's token, PX ttl), 2 the fence
 // counter, 3 the release marker (the last released token, kept briefly so a
 // retried release can tell it already happened), 4 the holder's annotation
-// (latchkit.Request.Annotation, expiring with the lock).
+// (latchkit.Request.Annotation, expiring with the lock), and, for the
+// scripts of a Mutex itself, 5 the wait queue (zset token -> arrival, server
+// µs) and 6 the waiters' liveness (zset token -> expiry, server ms).
+// MultiLock and Redlock pass the first four only: they never queue, and a
+// release of theirs hands nothing over.
+//
+// A waiting Lock queues its token; a release hands the lock straight to the
+// oldest live waiter (the lock key is set to its token, the fence bumped)
+// and wakes that waiter alone with a targeted message carrying a digest of
+// its token, never the token. The waiter's next attempt finds its own token
+// and confirms: the TTL it asked for, and the fence. A waiter that stops
+// attempting drops out of the queue after the waiter timeout; a lock handed
+// to a waiter that never confirms frees itself after the same timeout.
 //
 // Reads and type checks come first, writes last: a key of the wrong type
 // raises an error before anything is changed.
 var (
-	// ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none). Reply
-	// {1, fence} granted, {0, pttl, holder's annotation} held.
+	// ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), 4 waiter
+	// timeout ms ("" or absent: do not queue), 5 "1" when an earlier
+	// attempt of this acquisition may have queued it. Reply {1, fence}
+	// granted, {0, wait hint ms, holder's annotation} held.
 	// Finding its own token means an earlier try of this very attempt got
-	// through (its reply was lost): granted, with the TTL refreshed.
-	mutexAcquire = backend.NewScript(`
+	// through (its reply was lost), or a release handed the lock over:
+	// granted, with the TTL refreshed.
+	mutexAcquire = backend.NewScript(luaKeepAlive + `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local f = redis.pcall('INCR', KEYS[2])
+  if type(f) == 'table' then
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('WRONGTYPE fence counter: ' .. tostring(f.err))
+  end
+  if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
+  if ARGV[5] == '1' then
+    redis.call('ZREM', KEYS[5], ARGV[1])
+    redis.call('ZREM', KEYS[6], ARGV[1])
+  end
+  return {1, f}
+end
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
-if v then return {0, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[4])} end
-local f = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
-return {1, f}`)
+local hint = redis.call('PTTL', KEYS[1])
+if ARGV[4] and ARGV[4] ~= '' then
+  local wait = tonumber(ARGV[4])
+  redis.call('ZSCORE', KEYS[6], ARGV[1])
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[5], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[1])
+  redis.call('ZADD', KEYS[6], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + wait, ARGV[1])
+  keep(KEYS[5], wait); keep(KEYS[6], wait)
+  hint = math.min(hint, math.max(math.floor(wait / 3), 1))
+end
+return {0, hint, redis.call('GET', KEYS[4])}`)
 
-	// ARGV: 1 token, 2 channel, 3 marker ttl ms. Reply 1 released (now or
-	// by an earlier try), 0 not held.
-	mutexRelease = backend.NewScript(`
+	// mutexRelease, ARGV: 1 token, 2 channel, 3 marker ttl ms, 4 how long
+	// a handed-over lock waits for its new holder to confirm, in ms. Reply
+	// 1 released (now or by an earlier try), 0 not held.
+	mutexRelease = backend.NewScript(luaHandOver + `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3])
-  redis.call('DEL', KEYS[1], KEYS[4])
-  redis.call('PUBLISH', ARGV[2], '1')
+  hand_over()
   return 1
 end
 if redis.call('GET', KEYS[3]) == ARGV[1] then return 1 end
+return 0`)
+
+	// mutexWithdraw takes a waiter that gave up out of the queue, and
+	// passes the lock on if a release had handed it over meanwhile.
+	// ARGV as mutexRelease. Reply 0.
+	mutexWithdraw = backend.NewScript(luaHandOver + `
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[6], ARGV[1])
+if redis.call('GET', KEYS[1]) == ARGV[1] then hand_over() end
 return 0`)
 
 	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held.
@@ -76,6 +121,44 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1])
 return -3`)
 )
 
+// luaHandOver defines hand_over(), which frees the lock held by ARGV[1]:
+// it gives the lock to the oldest live waiter in the queue, if there is
+// one (dropping the dead ones it meets), and wakes that waiter alone;
+// otherwise it deletes the lock. Without queue keys (MultiLock, Redlock)
+// it deletes the lock and wakes a waiter per process.
+const luaHandOver = `
+local function hand_over()
+  if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while true do
+      local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+      if not head then break end
+      local alive = redis.call('ZSCORE', KEYS[6], head)
+      redis.call('ZREM', KEYS[5], head)
+      redis.call('ZREM', KEYS[6], head)
+      if alive and tonumber(alive) > now then
+        redis.call('INCR', KEYS[2])
+        redis.call('SET', KEYS[1], head, 'PX', ARGV[4])
+        redis.call('DEL', KEYS[4])
+        redis.call('PUBLISH', ARGV[2], '=' .. string.sub(redis.sha1hex(head), 1, 16))
+        return
+      end
+    end
+  end
+  redis.call('DEL', KEYS[1], KEYS[4])
+  if not KEYS[5] then redis.call('PUBLISH', ARGV[2], '1') end
+end
+`
+
+// wakeID is the digest of token that a hand-over's message names (as
+// luaHandOver computes it): the waiter is found without its token going
+// over pub/sub.
+func wakeID(token string) string {
+	sum := sha1.Sum([]byte(token))
+	return hex.EncodeToString(sum[:8])
+}
+
 // markerTTL is how long a release marker lives: longer than any retry of the
 // release that wrote it.
 const markerTTL = 60 * time.Second
@@ -84,10 +167,13 @@ type mutex struct {
 	b       backend.Backend
 	name    string
 	cfg     config
-	keys    []string // lock, fence, marker, annotation
+	keys    []string // lock, fence, marker, annotation: what MultiLock and Redlock use
+	qkeys   []string // keys, then the wait queue and the waiters' liveness
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
 	ttlArg  string
+	waitArg string // the waiter timeout, ms
+	relArgs []string // release ARGV after the token
 }
 
 // NewMutex returns a Mutex named name on b: Redis's SET NX PX lock with an
@@ -112,13 +198,16 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	// key, the channel of the marker.
 	base := KeyBase(cfg.prefix, name)
 	fence, marker := base+":fence", base+":released"
-	k := &[5]string{fence[:len(base)], fence, marker, base + ":who", marker[:len(base)+len(":rel")]}
+	k := &[7]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", marker[:len(base)+len(":rel")]}
 	return &mutex{
 		b: b, name: name, cfg: cfg,
-		keys:    k[:4],
-		channel: k[4],
-		chans:   k[4:],
+		keys:    k[:4:4],
+		qkeys:   k[:6:6],
+		channel: k[6],
+		chans:   k[6:],
 		ttlArg:  ms(cfg.ttl),
+		waitArg: ms(cfg.waiterTimeout),
+		relArgs: []string{k[6], markerMS, ms(min(cfg.ttl, cfg.waiterTimeout))},
 	}, nil
 }
 
@@ -131,14 +220,22 @@ func (m *mutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
-	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: m.chans, try: try, attempt: m.attempt})
+	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: m.chans, try: try,
+		attempt: m.attempt, abandon: m.withdraw, wakeID: true})
 }
 
-// attempt runs the acquire script once.
+// attempt runs the acquire script once. A waiting Lock queues.
 func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 	req.Attempts++
 	start := time.Now()
-	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, m.ttlArg, annotation(req)})
+	args := []string{token, m.ttlArg, annotation(req), "", ""}
+	if !req.Try {
+		args[3] = m.waitArg
+		if req.Attempts > 1 {
+			args[4] = "1"
+		}
+	}
+	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
 	if err != nil {
 		return nil, scriptErr(err)
 	}
@@ -151,7 +248,12 @@ func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bo
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexRelease, m.keys, []string{token, m.channel, markerMS}))
+	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, append([]string{token}, m.relArgs...)))
+}
+
+// withdraw takes a Lock that gave up out of the queue.
+func (m *mutex) withdraw(ctx context.Context, token string) {
+	_, _ = m.b.Eval(ctx, mutexWithdraw, m.qkeys, append([]string{token}, m.relArgs...))
 }
 
 func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {

@@ -48,12 +48,22 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 	if ttl := m.TTL(mu.keys[0]); ttl < 59*time.Second {
 		t.Errorf("retry left ttl %v: it must refresh the ttl it promises", ttl)
 	}
-	// Another token is still excluded.
-	if _, err := mu.attempt(ctx, req, newToken()); !errors.Is(err, latchkit.ErrNotAcquired) {
+	// Another token is still excluded. A Try is told the holder's remaining
+	// TTL; a waiting Lock, which queues, is told to come back within a
+	// third of the waiter timeout, to keep its place.
+	try := &latchkit.Request{Kind: latchkit.KindMutex, Try: true}
+	if _, err := mu.attempt(ctx, try, newToken()); !errors.Is(err, latchkit.ErrNotAcquired) {
 		t.Errorf("other token: %v", err)
 	}
-	if req.WaitHint < 59*time.Second {
-		t.Errorf("wait hint %v, want the holder's remaining ttl", req.WaitHint)
+	if try.WaitHint < 59*time.Second {
+		t.Errorf("wait hint %v, want the holder's remaining ttl", try.WaitHint)
+	}
+	wait := &latchkit.Request{Kind: latchkit.KindMutex}
+	if _, err := mu.attempt(ctx, wait, newToken()); !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Errorf("other token: %v", err)
+	}
+	if want := DefaultWaiterTimeout / 3; wait.WaitHint != want {
+		t.Errorf("queued wait hint %v, want %v", wait.WaitHint, want)
 	}
 }
 

@@ -2,10 +2,14 @@
 //
 // A Hub keeps ONE subscription (one connection) per backend, shared by every
 // waiter in the process: a channel is subscribed when its first waiter comes
-// and unsubscribed when its last waiter leaves, and the connection is closed
-// when no channel is left. A release message carries how many holders it
-// freed ("1" for a mutex); the Hub wakes that many local waiters, oldest
-// first, instead of every waiter: the others would only lose the race.
+// and stays subscribed for a linger period (DefaultLinger) after its last
+// waiter left, so that a process that waits, holds and waits again does not
+// pay a SUBSCRIBE (or a new connection) for every wait; the connection is
+// closed once no channel is left. A release message carries how many holders
+// it freed ("1" for a mutex); the Hub wakes that many local waiters, oldest
+// first, instead of every waiter: the others would only lose the race. A
+// release that hands the primitive over to one queued waiter names it
+// (Target): only that waiter wakes, in whichever process it waits.
 //
 // Notifications are an optimization; the timer is the floor. When the
 // subscription's connection drops, every waiter is woken to retry and falls
@@ -18,6 +22,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,11 +35,24 @@ import (
 // writer's release of an RWLock, a forced release).
 const WakeAll = "*"
 
+// targetPrefix starts the payload of a targeted release message.
+const targetPrefix = "="
+
+// Target is the payload of a release message that wakes only the waiter that
+// joined with id (see JoinAs): a release that handed the primitive over to
+// that waiter. Processes without such a waiter ignore it.
+func Target(id string) string { return targetPrefix + id }
+
+// DefaultLinger is how long a shared Hub keeps a channel subscribed, and
+// then its connection open, after the channel's last waiter left.
+const DefaultLinger = 10 * time.Second
+
 // Hub shares one subscription of a backend between all the waiters of a
 // process. The zero value is not usable; see NewHub.
 type Hub struct {
 	b      backend.Backend
 	onIdle func(*Hub) // called without mu once the Hub has nothing left
+	linger time.Duration
 
 	mu       sync.Mutex
 	sub      backend.Subscription // nil while disconnected
@@ -46,6 +64,7 @@ type Hub struct {
 	gen      uint64 // incremented by every new or abandoned subscription
 	lost     error  // set when the subscription being dialed dropped before connect() installed it
 	closed   bool
+	sweep    *time.Timer // unsubscribes channels that lingered long enough; nil when not armed
 }
 
 type channel struct {
@@ -53,6 +72,7 @@ type channel struct {
 	ready   chan struct{} // closed once subscribed (or known to have failed)
 	gen     uint64        // subscription the channel is (being) added on
 	err     error         // why adding it failed, if it did
+	idle    time.Time     // when its last waiter left; zero while it has waiters
 }
 
 // op is a SUBSCRIBE (add) or UNSUBSCRIBE decided under mu; work() sends them
@@ -69,9 +89,10 @@ type op struct {
 
 // NewHub returns a Hub for b. Most users never call it: WakeOnRelease finds
 // the process's shared Hub for a backend by itself (see For). A Hub made
-// here is private to the caller, who must Close it.
-func NewHub(b backend.Backend) *Hub {
-	return &Hub{b: b, channels: map[string]*channel{}}
+// here is private to the caller, who must Close it. Only WithLinger applies
+// (default 0: a channel is unsubscribed as soon as its last waiter leaves).
+func NewHub(b backend.Backend, opts ...Option) *Hub {
+	return &Hub{b: b, channels: map[string]*channel{}, linger: newConfig(opts, 0).linger}
 }
 
 // registry holds the Hub of each backend that has waiters right now. An
@@ -81,26 +102,29 @@ var registry = struct {
 	hubs map[backend.Backend]*Hub
 }{hubs: map[backend.Backend]*Hub{}}
 
-// For returns the process's shared Hub for b, creating it on first use. The
-// Hub drops out of the registry (and closes its connection) when its last
-// waiter leaves.
-func For(b backend.Backend) *Hub {
+// For returns the process's shared Hub for b, creating it on first use with
+// opts (WithLinger; default DefaultLinger). The Hub drops out of the
+// registry (and closes its connection) once its last channel has lingered
+// unused for the linger period.
+func For(b backend.Backend, opts ...Option) *Hub {
 	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
 		// A backend that cannot be a map key gets a Hub of its own:
-		// correct, merely without sharing.
+		// correct, merely without sharing (and without lingering, since
+		// nobody would close it).
 		return NewHub(b)
 	}
 	registry.Lock()
 	defer registry.Unlock()
-	return lookupLocked(b)
+	return lookupLocked(b, opts)
 }
 
 // lookupLocked returns b's shared Hub, creating it; registry is locked.
-func lookupLocked(b backend.Backend) *Hub {
+func lookupLocked(b backend.Backend, opts []Option) *Hub {
 	if h, ok := registry.hubs[b]; ok {
 		return h
 	}
 	h := NewHub(b)
+	h.linger = newConfig(opts, DefaultLinger).linger
 	h.onIdle = func(h *Hub) {
 		registry.Lock()
 		defer registry.Unlock()
@@ -119,6 +143,7 @@ func lookupLocked(b backend.Backend) *Hub {
 // it listens to and the signal that wakes it.
 type Waiter struct {
 	h        *Hub
+	id       string // for targeted wake-ups (JoinAs); "" for none
 	channels []string
 	c        chan struct{} // capacity 1: a wake-up is never lost, never doubled
 	left     bool
@@ -133,28 +158,35 @@ type Waiter struct {
 // channels are subscribed, but the caller must poll meanwhile. Leave must
 // be called when the wait is over.
 func (h *Hub) Join(ctx context.Context, channels ...string) (*Waiter, bool) {
-	w, ready := h.register(channels)
+	return h.JoinAs(ctx, "", channels...)
+}
+
+// JoinAs is Join for a waiter named id: besides the usual wake-ups, a
+// release message whose payload is Target(id) wakes it, and only it.
+func (h *Hub) JoinAs(ctx context.Context, id string, channels ...string) (*Waiter, bool) {
+	w, ready := h.register(id, channels)
 	return h.await(ctx, w, ready)
 }
 
-// JoinShared is Join on the process's shared Hub of b, looked up and joined
-// in one step, so that the Hub cannot go idle and leave the registry in
-// between (a second Hub, and a second subscription, would follow).
-func JoinShared(ctx context.Context, b backend.Backend, channels ...string) (*Waiter, bool) {
+// JoinShared is JoinAs on the process's shared Hub of b (see For, which
+// opts are for), looked up and joined in one step, so that the Hub cannot
+// go idle and leave the registry in between (a second Hub, and a second
+// subscription, would follow).
+func JoinShared(ctx context.Context, b backend.Backend, id string, channels []string, opts ...Option) (*Waiter, bool) {
 	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
-		return For(b).Join(ctx, channels...)
+		return For(b).JoinAs(ctx, id, channels...)
 	}
 	registry.Lock()
-	h := lookupLocked(b)
-	w, ready := h.register(channels)
+	h := lookupLocked(b, opts)
+	w, ready := h.register(id, channels)
 	registry.Unlock()
 	return h.await(ctx, w, ready)
 }
 
 // register adds a waiter for channels and starts whatever subscribing they
 // need; it returns the channels' ready signals to wait on.
-func (h *Hub) register(channels []string) (*Waiter, []chan struct{}) {
-	w := &Waiter{h: h, channels: channels, c: make(chan struct{}, 1)}
+func (h *Hub) register(id string, channels []string) (*Waiter, []chan struct{}) {
+	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var ready []chan struct{}
@@ -166,6 +198,7 @@ func (h *Hub) register(channels []string) (*Waiter, []chan struct{}) {
 			ch = &channel{ready: make(chan struct{})}
 			h.channels[name] = ch
 		}
+		ch.idle = time.Time{}
 		ch.waiters = append(ch.waiters, w)
 		ready = append(ready, ch.ready)
 		if h.sub != nil && ch.gen != h.gen {
@@ -243,8 +276,9 @@ func (h *Hub) liveLocked(w *Waiter) bool {
 
 // Leave unregisters the waiter. A wake-up it received but did not use is
 // handed to the next waiter, so that leaving never swallows a release.
-// Channels left without waiters are unsubscribed, and the connection is
-// closed when none is left. Leave is idempotent.
+// Channels left without waiters are unsubscribed once they have lingered
+// for the Hub's linger period, and the connection is closed when none is
+// left. Leave is idempotent.
 func (w *Waiter) Leave() {
 	h := w.h
 	h.mu.Lock()
@@ -275,16 +309,16 @@ func (w *Waiter) Leave() {
 			h.wakeLocked(ch, 1)
 		}
 		if len(ch.waiters) == 0 {
+			if h.linger > 0 && !h.closed && h.sub != nil {
+				ch.idle = time.Now()
+				h.armSweepLocked(h.linger)
+				continue
+			}
 			delete(h.channels, name)
 			gone = append(gone, name)
 		}
 	}
-	var sub backend.Subscription
-	if len(h.channels) == 0 {
-		sub = h.detachLocked()
-	} else if h.sub != nil && len(gone) > 0 {
-		h.enqueueLocked(op{names: gone, gen: h.gen})
-	}
+	sub := h.unsubscribeLocked(gone)
 	idle := len(h.channels) == 0 && !h.dialing && !h.working
 	h.mu.Unlock()
 	if sub != nil {
@@ -295,11 +329,81 @@ func (w *Waiter) Leave() {
 	}
 }
 
+// unsubscribeLocked unsubscribes the channels gone, which have been removed
+// from h.channels; when no channel is left, it detaches the subscription
+// instead, for the caller to close once mu is released.
+func (h *Hub) unsubscribeLocked(gone []string) backend.Subscription {
+	if len(h.channels) == 0 {
+		return h.detachLocked()
+	}
+	if h.sub != nil && len(gone) > 0 {
+		h.enqueueLocked(op{names: gone, gen: h.gen})
+	}
+	return nil
+}
+
+// armSweepLocked makes sure a sweep runs within d.
+func (h *Hub) armSweepLocked(d time.Duration) {
+	if h.sweep == nil {
+		h.sweep = time.AfterFunc(d, h.sweepIdle)
+	}
+}
+
+// sweepIdle unsubscribes the channels that have had no waiter for the
+// linger period (closing the connection when none is left) and arms itself
+// again for those that have not yet.
+func (h *Hub) sweepIdle() {
+	h.mu.Lock()
+	h.sweep = nil
+	now := time.Now()
+	var gone []string
+	var next time.Duration
+	for name, ch := range h.channels {
+		if len(ch.waiters) > 0 || ch.idle.IsZero() {
+			continue
+		}
+		if left := h.linger - now.Sub(ch.idle); left > 0 {
+			if next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		delete(h.channels, name)
+		gone = append(gone, name)
+	}
+	if next > 0 && !h.closed {
+		h.armSweepLocked(next)
+	}
+	sub := h.unsubscribeLocked(gone)
+	idle := len(h.channels) == 0 && !h.dialing && !h.working
+	h.mu.Unlock()
+	if sub != nil {
+		_ = sub.Close()
+	}
+	if idle && h.onIdle != nil {
+		h.onIdle(h)
+	}
+}
+
+// dropIdleLocked forgets the channels that nobody waits on, when the
+// subscription they were on is gone: nobody needs them subscribed again.
+func (h *Hub) dropIdleLocked() {
+	for name, ch := range h.channels {
+		if len(ch.waiters) == 0 {
+			delete(h.channels, name)
+		}
+	}
+}
+
 // Close closes the Hub's subscription and wakes its waiters, which fall back
 // to their timers. Only Hubs made by NewHub need closing.
 func (h *Hub) Close() error {
 	h.mu.Lock()
 	h.closed = true
+	if h.sweep != nil {
+		h.sweep.Stop()
+		h.sweep = nil
+	}
 	for _, ch := range h.channels {
 		h.wakeLocked(ch, len(ch.waiters))
 	}
@@ -394,6 +498,7 @@ func (h *Hub) connect() {
 		backoff.WithMaxElapsedTime(0))
 	for {
 		h.mu.Lock()
+		h.dropIdleLocked() // not worth a connection of their own
 		if h.closed || len(h.channels) == 0 {
 			h.dialing = false
 			idle := len(h.channels) == 0 && !h.working
@@ -508,6 +613,7 @@ func (h *Hub) dropped(gen uint64, err error) {
 		return
 	}
 	sub := h.detachLocked()
+	h.dropIdleLocked()
 	for _, ch := range h.channels {
 		ch.err = err
 		closeOnce(ch.ready) // joiners in flight poll
@@ -518,10 +624,14 @@ func (h *Hub) dropped(gen uint64, err error) {
 		h.dialing = true
 		go h.connect()
 	}
+	idle := len(h.channels) == 0 && !h.dialing && !h.working
 	h.mu.Unlock()
 	// Close from another goroutine: we run on the receive loop that Close
 	// waits for.
 	go func() { _ = sub.Close() }()
+	if idle && h.onIdle != nil {
+		h.onIdle(h)
+	}
 }
 
 // deliver wakes the waiters a release message frees.
@@ -530,6 +640,18 @@ func (h *Hub) deliver(m backend.Message) {
 	defer h.mu.Unlock()
 	ch := h.channels[m.Channel]
 	if ch == nil {
+		return
+	}
+	if id, ok := strings.CutPrefix(m.Payload, targetPrefix); ok {
+		for _, w := range ch.waiters {
+			if w.id == id {
+				select {
+				case w.c <- struct{}{}:
+				default:
+				}
+				return
+			}
+		}
 		return
 	}
 	n, err := strconv.Atoi(m.Payload)

@@ -487,11 +487,11 @@ func TestRefCounting(t *testing.T) {
 	e.publish(t, "warmup", "") // open the client's own connection first
 	base := e.m.CurrentConnectionCount()
 
-	h := pubsub.For(e.fb)
+	h := pubsub.For(e.fb, pubsub.WithLinger(0))
 	a := join(t, h, "ch")
 	b := join(t, h, "ch")
 	other := join(t, h, "other")
-	if pubsub.For(e.fb) != h {
+	if pubsub.For(e.fb, pubsub.WithLinger(0)) != h {
 		t.Fatal("For returned another Hub while the first has waiters")
 	}
 	if got := e.m.PubSubChannels(""); !slices.Equal(got, []string{"ch", "other"}) {
@@ -526,7 +526,7 @@ func TestRefCounting(t *testing.T) {
 	eventually(t, "the subscription connection closed", func() bool {
 		return e.m.CurrentConnectionCount() == base && len(e.m.PubSubChannels("")) == 0
 	})
-	if h2 := pubsub.For(e.fb); h2 == h {
+	if h2 := pubsub.For(e.fb, pubsub.WithLinger(0)); h2 == h {
 		t.Fatal("an idle Hub stayed in the registry")
 	}
 	if e.fb.subscribeCalls() != 1 {
@@ -534,7 +534,7 @@ func TestRefCounting(t *testing.T) {
 	}
 
 	// A new waiter brings a new subscription.
-	w := join(t, pubsub.For(e.fb), "ch")
+	w := join(t, pubsub.For(e.fb, pubsub.WithLinger(0)), "ch")
 	e.mustPublish(t, "ch", "1")
 	if !wokenWithin(w, wait) {
 		t.Fatal("not woken after resubscribing")
@@ -555,7 +555,7 @@ func TestOneSubscriptionForManyWaiters(t *testing.T) {
 			<-start
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
-			w, live := pubsub.For(e.fb).Join(ctx, fmt.Sprintf("ch%d", i%channels))
+			w, live := pubsub.For(e.fb, pubsub.WithLinger(0)).Join(ctx, fmt.Sprintf("ch%d", i%channels))
 			ws[i] = w
 			if !live {
 				errs <- fmt.Errorf("waiter %d not live", i)
@@ -677,7 +677,7 @@ func TestClosedBackendStopsReconnecting(t *testing.T) {
 	for _, real := range []bool{false, true} {
 		t.Run(fmt.Sprintf("real client closed %v", real), func(t *testing.T) {
 			e := newEnv(t)
-			h := pubsub.For(e.fb)
+			h := pubsub.For(e.fb, pubsub.WithLinger(0))
 			w := join(t, h, "ch")
 			if real {
 				// Closing the client ends its pub/sub connection too, which
@@ -701,7 +701,7 @@ func TestClosedBackendStopsReconnecting(t *testing.T) {
 			}
 			// The waiter is still told to poll and can leave; the Hub goes.
 			w.Leave()
-			if pubsub.For(e.fb) == h {
+			if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
 				t.Fatal("the Hub stayed in the registry")
 			}
 		})
@@ -787,7 +787,7 @@ func TestLeaveRejoin(t *testing.T) {
 	for _, anchored := range []bool{true, false} {
 		t.Run(fmt.Sprintf("anchored %v", anchored), func(t *testing.T) {
 			e := newEnv(t)
-			h := pubsub.For(e.fb)
+			h := pubsub.For(e.fb, pubsub.WithLinger(0))
 			if anchored {
 				// Another channel keeps the connection open, so that the
 				// churn is all SUBSCRIBE/UNSUBSCRIBE on one connection.
@@ -805,10 +805,10 @@ func TestLeaveRejoin(t *testing.T) {
 					join(t, h, "ch").Leave()
 				}
 				if !anchored {
-					h = pubsub.For(e.fb)
+					h = pubsub.For(e.fb, pubsub.WithLinger(0))
 				}
 			}
-			w := join(t, pubsub.For(e.fb), "ch")
+			w := join(t, pubsub.For(e.fb, pubsub.WithLinger(0)), "ch")
 			defer w.Leave()
 			// Connections the churn closed may not have been reaped by the
 			// server yet; none may stay subscribed.
@@ -828,7 +828,7 @@ func TestLeaveRejoin(t *testing.T) {
 
 func TestLeaveRejoinConcurrent(t *testing.T) {
 	e := newEnv(t)
-	h := pubsub.For(e.fb)
+	h := pubsub.For(e.fb, pubsub.WithLinger(0))
 	keep := join(t, h, "keep")
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -994,5 +994,116 @@ func TestJoinWaitsForItsOwnSubscribe(t *testing.T) {
 	e.mustPublish(t, "ch", "1")
 	if !wokenWithin(w2, wait) {
 		t.Fatal("not woken")
+	}
+}
+
+func TestLingerKeepsTheSubscription(t *testing.T) {
+	// A process that waits, holds and waits again must not pay a
+	// SUBSCRIBE, let alone a new connection, for every wait: the channel
+	// stays subscribed for the linger period after its last waiter left.
+	e := newEnv(t)
+	e.publish(t, "warmup", "")
+	base := e.m.CurrentConnectionCount()
+	const linger = 300 * time.Millisecond
+	h := pubsub.For(e.fb, pubsub.WithLinger(linger))
+
+	w := join(t, h, "ch")
+	w.Leave()
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		w, live := h.Join(ctx, "ch")
+		cancel()
+		if !live {
+			t.Fatal("a rejoin of a lingering channel is not live")
+		}
+		w.Leave()
+	}
+	if n := e.fb.subscribeCalls(); n != 1 {
+		t.Fatalf("%d Subscribe calls for 21 waits, want 1", n)
+	}
+	if got := e.m.PubSubChannels(""); !slices.Equal(got, []string{"ch"}) {
+		t.Fatalf("server channels while lingering = %v, want [ch]", got)
+	}
+	if pubsub.For(e.fb) != h {
+		t.Fatal("a lingering Hub left the registry")
+	}
+	// A rejoined waiter is woken as usual.
+	w = join(t, h, "ch")
+	e.mustPublish(t, "ch", "1")
+	if !wokenWithin(w, wait) {
+		t.Fatal("a waiter on a lingering channel was not woken")
+	}
+	w.Leave()
+
+	// Past the linger period: unsubscribed, the connection closed, the Hub
+	// out of the registry.
+	eventually(t, "the lingering subscription closed", func() bool {
+		return e.m.CurrentConnectionCount() == base && len(e.m.PubSubChannels("")) == 0
+	})
+	if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
+		t.Fatal("an idle Hub stayed in the registry after lingering")
+	}
+}
+
+func TestLingerPerChannel(t *testing.T) {
+	// A channel that lingers past the period is unsubscribed while another
+	// keeps its waiter, and the connection stays for it.
+	e := newEnv(t)
+	h := pubsub.For(e.fb, pubsub.WithLinger(100*time.Millisecond))
+	keep := join(t, h, "keep")
+	join(t, h, "gone").Leave()
+	eventually(t, "gone unsubscribed", func() bool {
+		return slices.Equal(e.m.PubSubChannels(""), []string{"keep"})
+	})
+	e.mustPublish(t, "keep", "1")
+	if !wokenWithin(keep, wait) {
+		t.Fatal("the remaining waiter was not woken")
+	}
+	keep.Leave()
+	eventually(t, "nothing subscribed", func() bool { return len(e.m.PubSubChannels("")) == 0 })
+}
+
+func TestTargetedWake(t *testing.T) {
+	// A release that handed the primitive to one waiter wakes that waiter
+	// only: not the oldest, not one per process.
+	e := newEnv(t)
+	h := pubsub.NewHub(e.fb)
+	defer h.Close()
+	other := pubsub.NewHub(e.fb) // a second process's Hub
+	defer other.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var ws []*pubsub.Waiter
+	for _, id := range []string{"a", "b", ""} {
+		w, live := h.JoinAs(ctx, id, "ch")
+		if !live {
+			t.Fatal("not live")
+		}
+		defer w.Leave()
+		ws = append(ws, w)
+	}
+	x, live := other.JoinAs(ctx, "x", "ch")
+	if !live {
+		t.Fatal("not live")
+	}
+	defer x.Leave()
+
+	e.publish(t, "ch", pubsub.Target("b"))
+	if !wokenWithin(ws[1], wait) {
+		t.Fatal("the targeted waiter was not woken")
+	}
+	time.Sleep(50 * time.Millisecond) // time for a wrong wake-up to arrive
+	if got := []bool{pending(ws[0]), pending(ws[2]), pending(x)}; !slices.Equal(got, []bool{false, false, false}) {
+		t.Fatalf("untargeted waiters woken (a, anonymous, other process) = %v", got)
+	}
+	// A target nobody has wakes nobody; a count still wakes the oldest.
+	e.publish(t, "ch", pubsub.Target("zzz"))
+	e.publish(t, "ch", "1")
+	if !wokenWithin(ws[0], wait) || !wokenWithin(x, wait) {
+		t.Fatal("a count message did not wake the oldest waiter of each Hub")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if pending(ws[1]) || pending(ws[2]) {
+		t.Fatal("a target nobody has, or a count of 1, woke more than the oldest")
 	}
 }

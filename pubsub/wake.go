@@ -25,10 +25,7 @@ import (
 //
 // Requests marked Try, and requests without channels, pass straight through.
 func WakeOnRelease(opts ...Option) latchkit.Middleware {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
+	c := newConfig(opts, DefaultLinger)
 	return func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
 			if req.Try || len(req.Channels) == 0 || req.Backend == nil {
@@ -38,7 +35,7 @@ func WakeOnRelease(opts ...Option) latchkit.Middleware {
 			// first wait (JoinShared), not now: the one found now could go
 			// idle during the first attempt, and joining it then would open
 			// a second subscription beside the registry's new Hub.
-			w := &waiter{h: c.hub}
+			w := &waiter{h: c.hub, opts: opts}
 			prev := req.Waiter
 			req.Waiter = w
 			defer func() {
@@ -52,19 +49,39 @@ func WakeOnRelease(opts ...Option) latchkit.Middleware {
 	}
 }
 
-// Option configures WakeOnRelease.
+// Option configures WakeOnRelease and Hubs.
 type Option func(*config)
 
 type config struct {
-	hub *Hub
+	hub    *Hub
+	linger time.Duration
+}
+
+func newConfig(opts []Option, linger time.Duration) config {
+	c := config{linger: linger}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	c.linger = max(c.linger, 0)
+	return c
 }
 
 // WithHub makes WakeOnRelease use h instead of the process's shared Hub of
 // the request's backend.
 func WithHub(h *Hub) Option { return func(c *config) { c.hub = h } }
 
+// WithLinger sets how long a Hub keeps a channel subscribed after its last
+// waiter left, and its connection open after its last channel went (default
+// DefaultLinger for shared Hubs, 0 for NewHub). It applies to the Hub it
+// creates: for WakeOnRelease, the backend's shared Hub when this middleware
+// is the first to need it.
+func WithLinger(d time.Duration) Option { return func(c *config) { c.linger = d } }
+
 type waiter struct {
 	h    *Hub // nil: the backend's shared Hub, found by the first Wait
+	opts []Option
 	w    *Waiter
 	live bool
 }
@@ -77,9 +94,9 @@ func (w *waiter) Wait(ctx context.Context, req *latchkit.Request, fallback time.
 		// have slept anyway.
 		jctx, cancel := context.WithTimeout(ctx, max(bound(fallback, req.WaitHint), 50*time.Millisecond))
 		if w.h == nil {
-			w.w, w.live = JoinShared(jctx, req.Backend, req.Channels...)
+			w.w, w.live = JoinShared(jctx, req.Backend, req.WakeID, req.Channels, w.opts...)
 		} else {
-			w.w, w.live = w.h.Join(jctx, req.Channels...)
+			w.w, w.live = w.h.JoinAs(jctx, req.WakeID, req.Channels...)
 		}
 		cancel()
 		if err := ctx.Err(); err != nil {

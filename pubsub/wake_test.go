@@ -87,7 +87,8 @@ func (s *lockSim) nextAttempt(d time.Duration) int {
 // chain is the primitives' acquisition path: wake-on-release, then retry,
 // then one attempt.
 func chain(s *lockSim, p retry.Policy, opts ...pubsub.Option) latchkit.Acquire {
-	return latchkit.Chain(s.acquire, pubsub.WakeOnRelease(opts...), retry.Middleware(p))
+	// No linger unless a test asks: tests check that channels go.
+	return latchkit.Chain(s.acquire, pubsub.WakeOnRelease(append([]pubsub.Option{pubsub.WithLinger(0)}, opts...)...), retry.Middleware(p))
 }
 
 func (e *env) request(channel string) *latchkit.Request {
@@ -133,7 +134,7 @@ func TestWakeOnReleaseEndsOnMessage(t *testing.T) {
 	if n := e.m.PubSubNumSub("rel:m")["rel:m"]; n != 1 {
 		t.Fatalf("%d subscribers, want 1", n)
 	}
-	h := pubsub.For(e.fb) // the shared Hub the waiter uses
+	h := pubsub.For(e.fb, pubsub.WithLinger(0)) // the shared Hub the waiter uses
 	// Subscribed, the second wait sleeps until a message (or the fallback).
 	if n := sim.nextAttempt(200 * time.Millisecond); n != 0 {
 		t.Fatalf("attempt %d without a release", n)
@@ -162,7 +163,7 @@ func TestWakeOnReleaseEndsOnMessage(t *testing.T) {
 	}
 	// The waiter left: the channel is unsubscribed and the Hub is gone.
 	eventually(t, "unsubscribed", func() bool { return len(e.m.PubSubChannels("")) == 0 })
-	if pubsub.For(e.fb) == h {
+	if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
 		t.Fatal("the Hub outlived its last waiter")
 	}
 	if n := e.fb.subscribeCalls(); n != 1 {

@@ -1,0 +1,307 @@
+package contracttest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// RunHandOver checks the Mutex's hand-over: a waiting Lock queues, and a
+// release gives the lock straight to the oldest live waiter and wakes that
+// waiter alone.
+func RunHandOver(t *testing.T, h Harness) {
+	runSteps(t, h, []step{
+		{"FIFOAcrossClients", testHandOverFIFO},
+		{"WakesOnlyTheNewHolder", testHandOverWakesOne},
+		{"GaveUpWaiterLeavesTheQueue", testHandOverWithdraw},
+		{"DeadWaitersAreSkipped", testHandOverDeadWaiters},
+		{"UnconfirmedHandOverFrees", testHandOverUnconfirmed},
+	})
+}
+
+// queued returns how many waiters the queue of mutex name holds.
+func queued(t testing.TB, b backend.Backend, p, name string) int64 {
+	t.Helper()
+	n, _ := do(t, b, "ZCARD", keyOf(p, name)+":q").(int64)
+	return n
+}
+
+// testHandOverFIFO: a holder and 4 waiters, each its own client (as
+// separate processes), the waiters queued one after the other. Releasing
+// hands the lock to the waiters in arrival order, and the holder, locking
+// again at once after its release, comes last: no self-reacquire. Fences
+// rise with every grant.
+func testHandOverFIFO(t *testing.T, h Harness) {
+	const waiters = 4
+	ctx := ctxT(t, time.Minute)
+	p := prefix(t)
+	newM := func() primitives.Mutex {
+		m, err := primitives.NewMutex(h.NewClient(t).Backend, "f", primitives.WithPrefix(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	inspect := h.NewClient(t).Backend
+	holder := newM()
+	l, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var fences []int64
+	grant := func(who int, l latchkit.Lease) {
+		mu.Lock()
+		order = append(order, who)
+		fences = append(fences, l.Fence())
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		if err := l.Release(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range waiters {
+		m := newM()
+		wg.Go(func() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			grant(i, l)
+		})
+		eventually(t, 10*time.Second, "the waiter queued", func() bool { return queued(t, inspect, p, "f") == int64(i+1) })
+	}
+	first := l.Fence()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := holder.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant(waiters, again)
+	wg.Wait()
+	if want := []int{0, 1, 2, 3, waiters}; !slices.Equal(order, want) {
+		t.Fatalf("grant order %v, want %v: waiters in arrival order, the releasing holder after them", order, want)
+	}
+	prev := first
+	for i, f := range fences {
+		if f <= prev {
+			t.Fatalf("fence %d of grant %d is not above %d", f, i, prev)
+		}
+		prev = f
+	}
+	if n := queued(t, inspect, p, "f"); n != 0 {
+		t.Fatalf("%d waiters left in the queue", n)
+	}
+}
+
+// testHandOverWakesOne: 6 waiters in 6 clients queue behind a holder. A
+// release must cost exactly one more attempt (the new holder's
+// confirmation), not one per waiting client. The waiter timeout is long,
+// so no waiter re-attempts on its own timer during the test.
+func testHandOverWakesOne(t *testing.T, h Harness) {
+	const waiters = 6
+	ctx := ctxT(t, time.Minute)
+	p := prefix(t)
+	var attempts atomic.Int64
+	count := func(next latchkit.Acquire) latchkit.Acquire {
+		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			req.OnAttempt = func(*latchkit.Request, error) { attempts.Add(1) }
+			return next(ctx, req)
+		}
+	}
+	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithMiddleware(count),
+		primitives.WithWaiterTimeout(time.Minute), primitives.WithTTL(time.Minute)}
+	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "w", opts...)
+	l, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan latchkit.Lease, waiters)
+	for range waiters {
+		m, _ := primitives.NewMutex(h.NewClient(t).Backend, "w", opts...)
+		go func() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				granted <- nil
+				return
+			}
+			granted <- l
+		}()
+	}
+	inspect := h.NewClient(t).Backend
+	eventually(t, 10*time.Second, "every waiter queued", func() bool { return queued(t, inspect, p, "w") == waiters })
+	// A queued waiter makes its second attempt once subscribed; let those
+	// settle.
+	var before int64
+	eventually(t, 10*time.Second, "the waiters' attempts settled", func() bool {
+		n := attempts.Load()
+		settled := n == before && n >= 2*waiters
+		before = n
+		time.Sleep(50 * time.Millisecond)
+		return settled
+	})
+	for i := range waiters {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l = <-granted
+		if l == nil {
+			t.FailNow()
+		}
+		time.Sleep(50 * time.Millisecond) // room for stray wake-ups to show
+		if got := attempts.Load() - before; got != 1 {
+			t.Fatalf("release %d cost %d attempts, want 1: only the new holder may wake", i+1, got)
+		}
+		before = attempts.Load()
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testHandOverWithdraw: a waiter whose context ends leaves the queue, and
+// the release goes to the waiter behind it at once.
+func testHandOverWithdraw(t *testing.T, h Harness) {
+	ctx := ctxT(t, time.Minute)
+	p := prefix(t)
+	inspect := h.NewClient(t).Backend
+	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
+	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "g", opts...)
+	quitter, _ := primitives.NewMutex(h.NewClient(t).Backend, "g", opts...)
+	next, _ := primitives.NewMutex(h.NewClient(t).Backend, "g", opts...)
+	l, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	quit := make(chan error, 1)
+	go func() { _, err := quitter.Lock(qctx); quit <- err }()
+	eventually(t, 10*time.Second, "the quitter queued", func() bool { return queued(t, inspect, p, "g") == 1 })
+	got := make(chan latchkit.Lease, 1)
+	go func() {
+		l, err := next.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "the next waiter queued", func() bool { return queued(t, inspect, p, "g") == 2 })
+	cancel()
+	if err := <-quit; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the quitter's Lock: %v", err)
+	}
+	if n := queued(t, inspect, p, "g"); n != 1 {
+		t.Fatalf("%d waiters queued after one gave up, want 1", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case nl := <-got:
+		if nl == nil {
+			t.FailNow()
+		}
+		nl.Release(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter behind the one that gave up was not handed the lock")
+	}
+}
+
+// testHandOverDeadWaiters: queue entries of waiters that stopped
+// heartbeating (a crashed process) are skipped by a release: the live
+// waiter behind them gets the lock, and the dead entries are gone.
+func testHandOverDeadWaiters(t *testing.T, h Harness) {
+	ctx := ctxT(t, time.Minute)
+	p := prefix(t)
+	b := h.NewClient(t).Backend
+	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
+	holder, _ := primitives.NewMutex(b, "d", opts...)
+	l, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two entries of crashed waiters, ahead of everyone, whose liveness
+	// ran out long ago (expiry 1 ms after the epoch).
+	q := keyOf(p, "d")
+	for i, tok := range []string{"dead-1", "dead-2"} {
+		do(t, b, "ZADD", q+":q", strconv.Itoa(i), tok)
+		do(t, b, "ZADD", q+":qlive", "1", tok)
+	}
+	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "d", opts...)
+	got := make(chan latchkit.Lease, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "the live waiter queued", func() bool { return queued(t, b, p, "d") == 3 })
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case nl := <-got:
+		if nl == nil {
+			t.FailNow()
+		}
+		nl.Release(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the live waiter behind dead entries was not handed the lock")
+	}
+	if n := queued(t, b, p, "d"); n != 0 {
+		t.Fatalf("%d entries left in the queue", n)
+	}
+}
+
+// testHandOverUnconfirmed: a release hands the lock to a waiter that is
+// alive by its heartbeat but never confirms (it crashed right after its
+// last attempt). The lock frees itself after the waiter timeout, not the
+// TTL, and goes to the next Lock.
+func testHandOverUnconfirmed(t *testing.T, h Harness) {
+	ctx := ctxT(t, time.Minute)
+	p := prefix(t)
+	b := h.NewClient(t).Backend
+	const waitTimeout = 300 * time.Millisecond
+	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(waitTimeout), primitives.WithTTL(time.Minute)}
+	holder, _ := primitives.NewMutex(b, "u", opts...)
+	l, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := keyOf(p, "u")
+	do(t, b, "ZADD", q+":q", "0", "ghost")
+	do(t, b, "ZADD", q+":qlive", "99999999999999", "ghost")
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := do(t, b, "GET", q); v != "ghost" {
+		t.Fatalf("lock holds %v after the release, want it handed to the queued ghost", v)
+	}
+	pttl, _ := do(t, b, "PTTL", q).(int64)
+	if pttl <= 0 || time.Duration(pttl)*time.Millisecond > waitTimeout {
+		t.Fatalf("a handed-over lock lives %d ms before its holder confirms, want at most the waiter timeout %v", pttl, waitTimeout)
+	}
+	advance(t, h, waitTimeout+50*time.Millisecond)
+	m, _ := primitives.NewMutex(h.NewClient(t).Backend, "u", opts...)
+	nl, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("after the waiter timeout: %v", err)
+	}
+	nl.Release(ctx)
+}
