@@ -172,7 +172,7 @@ type mutex struct {
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
 	ttlArg  string
-	waitArg string // the waiter timeout, ms
+	waitArg string   // the waiter timeout, ms
 	relArgs []string // release ARGV after the token
 }
 
