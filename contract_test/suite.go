@@ -20,6 +20,7 @@ import (
 // then every primitive through its public API.
 func Run(t *testing.T, h Harness) {
 	t.Run("Backend", func(t *testing.T) { RunBackend(t, h) })
+	t.Run("Batch", func(t *testing.T) { RunBatch(t, h) })
 	t.Run("Mutex", func(t *testing.T) { RunMutex(t, h) })
 	t.Run("HandOver", func(t *testing.T) { RunHandOver(t, h) })
 	t.Run("ReentrantMutex", func(t *testing.T) { RunReentrant(t, h) })

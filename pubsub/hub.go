@@ -183,6 +183,42 @@ func JoinShared(ctx context.Context, b backend.Backend, id string, channels []st
 	return h.await(ctx, w, ready)
 }
 
+// JoinLive joins the process's shared Hub of b only if every channel is
+// already subscribed on its live subscription (a lingering channel, or one
+// another waiter uses): it returns nil otherwise, and subscribes nothing.
+// It never waits for the network, so a caller can join before its first
+// attempt: a release during that attempt then wakes it, and it need not
+// attempt again at once after subscribing.
+func JoinLive(b backend.Backend, id string, channels []string) *Waiter {
+	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
+		return nil
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	h := registry.hubs[b]
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.healthy || h.closed {
+		return nil
+	}
+	for _, name := range channels {
+		ch := h.channels[name]
+		if ch == nil || ch.gen != h.gen || ch.err != nil || !isClosed(ch.ready) {
+			return nil
+		}
+	}
+	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1)}
+	for _, name := range channels {
+		ch := h.channels[name]
+		ch.idle = time.Time{}
+		ch.waiters = append(ch.waiters, w)
+	}
+	return w
+}
+
 // register adds a waiter for channels and starts whatever subscribing they
 // need; it returns the channels' ready signals to wait on.
 func (h *Hub) register(id string, channels []string) (*Waiter, []chan struct{}) {

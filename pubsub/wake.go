@@ -13,13 +13,18 @@ import (
 // request; retry.Middleware, which must come after it in the chain, calls it
 // between attempts:
 //
-//   - the first wait subscribes to the request's release channels through
-//     the backend's shared Hub and returns at once, so that the next attempt
-//     runs with the subscription in place and no release can slip between
-//     a failed attempt and the sleep that follows it;
+//   - when the backend's shared Hub already has the request's channels
+//     subscribed (they linger after a wait, or another waiter of the
+//     process uses them), the request joins before its first attempt, at no
+//     network cost, and its first wait sleeps at once;
+//   - otherwise the first wait subscribes to the request's release channels
+//     through the backend's shared Hub and returns at once, so that the
+//     next attempt runs with the subscription in place and no release can
+//     slip between a failed attempt and the sleep that follows it;
 //   - later waits end on a release message (one message wakes as many local
-//     waiters as it freed holders, oldest first), when the holder's remaining
-//     TTL runs out (the request's WaitHint), or when ctx is done;
+//     waiters as it freed holders, oldest first; a hand-over wakes only the
+//     waiter it names, see Request.WakeID), when the holder's remaining TTL
+//     runs out (the request's WaitHint), or when ctx is done;
 //   - while the subscription is down, waits fall back to the retry policy's
 //     delay, capped by the WaitHint.
 //
@@ -36,6 +41,15 @@ func WakeOnRelease(opts ...Option) latchkit.Middleware {
 			// idle during the first attempt, and joining it then would open
 			// a second subscription beside the registry's new Hub.
 			w := &waiter{h: c.hub, opts: opts}
+			if c.hub == nil {
+				// Already subscribed (the channel lingers, or another
+				// waiter of this process uses it): join before the first
+				// attempt, so that a release during it is not missed and
+				// the first wait can sleep at once.
+				if jw := JoinLive(req.Backend, req.WakeID, req.Channels); jw != nil {
+					w.w, w.live = jw, true
+				}
+			}
 			prev := req.Waiter
 			req.Waiter = w
 			defer func() {

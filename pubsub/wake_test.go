@@ -354,10 +354,12 @@ func TestWakeOnReleaseSharesOneSubscription(t *testing.T) {
 	}
 	acq := chain(sim, retry.Constant(10*time.Second))
 
+	// x waits on another channel: were it rel:m, y would join x's live
+	// channel before its first attempt, and the Hub could not go idle.
 	xctx, xcancel := context.WithCancel(context.Background())
-	xreq := e.request("rel:m")
+	xreq := e.request("rel:x")
 	xres := lockAsync(xctx, acq, xreq)
-	eventually(t, "x subscribed", func() bool { return e.m.PubSubNumSub("rel:m")["rel:m"] == 1 })
+	eventually(t, "x subscribed", func() bool { return e.m.PubSubNumSub("rel:x")["rel:x"] == 1 })
 
 	yreq := e.request("rel:m")
 	yreq.Name = "y"
@@ -387,4 +389,45 @@ func TestWakeOnReleaseSharesOneSubscription(t *testing.T) {
 	zcancel()
 	<-yres
 	<-zres
+}
+
+func TestWakeOnReleaseJoinsALiveChannelFirst(t *testing.T) {
+	// With the channel already subscribed (it lingers after an earlier
+	// wait), a request joins before its first attempt: its first wait
+	// sleeps until the release message, without a second attempt at once,
+	// and without any subscription change on the server.
+	const fallback = 5 * time.Second
+	e := newEnv(t)
+	sim := newSim(true)
+	acq := latchkit.Chain(sim.acquire, pubsub.WakeOnRelease(pubsub.WithLinger(time.Minute)), retry.Middleware(retry.Constant(fallback)))
+	sim.freeAt = 3
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// An earlier wait leaves rel:m lingering.
+	first := lockAsync(ctx, acq, e.request("rel:m"))
+	if sim.nextAttempt(wait) != 1 || sim.nextAttempt(wait) != 2 {
+		t.Fatal("the first waiter did not subscribe and attempt again")
+	}
+	e.mustPublish(t, "rel:m", "1")
+	if r := <-first; r.err != nil || sim.nextAttempt(wait) != 3 {
+		t.Fatal("the first waiter was not granted at its third attempt", r.err)
+	}
+	calls := e.fb.subscribeCalls()
+
+	sim.setHeld(true)
+	sim.freeAt = 5
+	res := lockAsync(ctx, acq, e.request("rel:m"))
+	if sim.nextAttempt(wait) != 4 {
+		t.Fatal("no first attempt")
+	}
+	if n := sim.nextAttempt(300 * time.Millisecond); n != 0 {
+		t.Fatalf("attempt %d right after the first: the request should have joined the live channel and slept", n)
+	}
+	e.mustPublish(t, "rel:m", "1")
+	if r := <-res; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := e.fb.subscribeCalls(); got != calls {
+		t.Fatalf("%d Subscribe calls after the first wait's %d: a lingering channel needs none", got, calls)
+	}
 }

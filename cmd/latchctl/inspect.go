@@ -55,7 +55,7 @@ type keySpec struct{ suffix, typ string }
 // ReentrantMutex, of each name of a MultiLock and of a Redlock on each
 // instance; a FairMutex is a FairSemaphore of one permit.
 var kinds = []kind{
-	{"mutex", "", []keySpec{{"", "string"}, {":released", "string"}, {":who", "string"}}, showMutex},
+	{"mutex", "", []keySpec{{"", "string"}, {":released", "string"}, {":who", "string"}, {":q", "zset"}, {":qlive", "zset"}}, showMutex},
 	{"rw", ":rw", []keySpec{{":readers", "zset"}, {":writer", "string"}, {":waiting", "zset"},
 		{":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showRW},
 	{"sem", ":sem", []keySpec{{"", "zset"}, {":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showSem},
@@ -349,19 +349,28 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	})
 }
 
-// showMutex shows a Mutex's holder: the fence of the current holder is the
-// counter's value, its TTL the lock key's.
-func showMutex(w io.Writer, _ int64, k func(string) keyState) {
-	lock := k("")
-	if lock.typ != "string" {
+// showMutex shows a Mutex's holder (the fence of the current holder is the
+// counter's value, its TTL the lock key's), then its queued waiters in
+// arrival order (their TTL is how long their place outlives their last
+// attempt).
+func showMutex(w io.Writer, now int64, k func(string) keyState) {
+	lock, queue, alive := k(""), k(":q"), k(":qlive")
+	if lock.typ == "string" {
+		ttl := "ttl=none"
+		if lock.pttl >= 0 {
+			ttl = ttlField(lock.pttl)
+		}
+		line(w, "holder", lock.val, fenceField(k(":fence").val), ttl, traceField(k(":who").val))
+	} else {
 		fmt.Fprintln(w, "  free")
-		return
 	}
-	ttl := "ttl=none"
-	if lock.pttl >= 0 {
-		ttl = ttlField(lock.pttl)
+	for _, m := range queue.zset {
+		ttl := "ttl=?"
+		if exp, ok := alive.score(m.token); ok {
+			ttl = ttlField(exp - now)
+		}
+		line(w, "waiting", m.token, ttl)
 	}
-	line(w, "holder", lock.val, fenceField(k(":fence").val), ttl, traceField(k(":who").val))
 }
 
 // showRW shows an RWLock's writer, its readers by fence and its waiting

@@ -147,6 +147,27 @@ func TestInspectMutex(t *testing.T) {
 			t.Errorf("%v: no trace id: %q", args, ln)
 		}
 	}
+	// A waiting Lock shows in the queue, after the holder.
+	wctx, cancel := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { _, err := m.Lock(wctx); waited <- err }()
+	base := primitives.KeyBase("latch:", "orders")
+	deadline := time.Now().Add(10 * time.Second)
+	for e.do(t, "ZCARD", base+":q") != int64(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not queue")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out := e.mustRun(t, "inspect", "orders")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(strings.TrimSpace(lines[2]), "waiting ") || !strings.Contains(lines[2], "ttl=") {
+		t.Errorf("with a queued waiter:\n%s", out)
+	}
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter: %v", err)
+	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
