@@ -130,3 +130,33 @@ func IsCluster(b Backend) bool {
 	c, ok := b.(Cluster)
 	return ok && c.Cluster()
 }
+
+// Call is one script call of a batch (Batcher.EvalBatch): the script, its
+// keys and arguments, and, once the batch has run, its reply and error
+// exactly as Eval would have returned them.
+type Call struct {
+	Script *Script
+	Keys   []string
+	Args   []string
+	// Value is the normalized reply (nil for a nil reply or an error).
+	Value Value
+	// Err is the call's own error, wrapped as Eval wraps it: an error
+	// reply of one call (WRONGTYPE, a script error) leaves the others
+	// alone; a connection failure or a done context fails every call it
+	// reached.
+	Err error
+}
+
+// Batcher is an optional interface of a Backend that runs many script
+// calls in few round trips (a pipeline): what the lease renewer uses to
+// renew thousands of leases without a round trip each. Each call runs by
+// EVALSHA, then by EVAL when the server answers NOSCRIPT, as Eval does.
+// Calls may touch keys of different hash slots: on a Cluster the adapter
+// routes each to its slot's master. The calls are not a transaction, and
+// their order of execution is only guaranteed within one slot.
+type Batcher interface {
+	// EvalBatch runs calls and fills in each call's Value and Err in
+	// place. It returns when every call has its outcome; a done ctx gives
+	// every call not yet answered the context's error.
+	EvalBatch(ctx context.Context, calls []Call)
+}

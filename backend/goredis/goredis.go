@@ -101,7 +101,13 @@ func (b *Backend) script(s *backend.Script) *redis.Script {
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (go-redis's
 // Script.Run does this).
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
-	v, err := b.script(s).Run(ctx, b.c, keys, anyArgs(args)...).Result()
+	return result(ctx, b.script(s).Run(ctx, b.c, keys, anyArgs(args)...))
+}
+
+// result is the backend.Value and error of a finished script command, as
+// Eval and EvalBatch return them.
+func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
+	v, err := cmd.Result()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
@@ -109,6 +115,46 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 		return nil, wrap(ctx, err)
 	}
 	return Normalize(v)
+}
+
+// EvalBatch runs calls in one pipeline of EVALSHA commands, then the calls
+// the server answered NOSCRIPT in a second pipeline of EVAL. go-redis
+// routes a ClusterClient's pipelined commands by slot (one pipeline per
+// node) and a Ring's by shard, so calls may name keys of any slot.
+func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
+	if len(calls) == 0 {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range calls {
+			calls[i].Value, calls[i].Err = nil, err
+		}
+		return
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := b.c.Pipeline()
+	for i := range calls {
+		c := &calls[i]
+		cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, anyArgs(c.Args)...)
+	}
+	_, _ = pipe.Exec(ctx) // the errors are read per command below
+	var missing []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		pipe = b.c.Pipeline()
+		for _, i := range missing {
+			c := &calls[i]
+			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, anyArgs(c.Args)...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for i, cmd := range cmds {
+		calls[i].Value, calls[i].Err = result(ctx, cmd)
+	}
 }
 
 // anyArgs converts script arguments to the []any go-redis takes.
@@ -229,3 +275,5 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 	nv, err := Normalize(v)
 	return nv, int(n), err
 }
+
+var _ backend.Batcher = (*Backend)(nil)

@@ -59,7 +59,13 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	msg, err := b.script(s).Exec(ctx, b.c, keys, args).ToMessage()
+	return result(ctx, b.script(s).Exec(ctx, b.c, keys, args))
+}
+
+// result is the backend.Value and error of a finished script command, as
+// Eval and EvalBatch return them.
+func result(ctx context.Context, r rd.RedisResult) (backend.Value, error) {
+	msg, err := r.ToMessage()
 	if err != nil {
 		if rd.IsRedisNil(err) {
 			return nil, nil
@@ -67,6 +73,48 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 		return nil, wrap(ctx, err)
 	}
 	return Normalize(msg)
+}
+
+// EvalBatch runs calls with one DoMulti of EVALSHA commands, then the calls
+// the server answered NOSCRIPT with a second DoMulti of EVAL. rueidis
+// pipelines a DoMulti on its connection and, on a Cluster, splits it by
+// slot, so calls may name keys of any slot (each call's own keys must share
+// one slot).
+func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
+	if len(calls) == 0 {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range calls {
+			calls[i].Value, calls[i].Err = nil, err
+		}
+		return
+	}
+	cmds := make(rd.Commands, len(calls))
+	for i := range calls {
+		c := &calls[i]
+		cmds[i] = b.c.B().Evalsha().Sha1(c.Script.Hash()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+	}
+	res := b.doMulti(ctx, calls, nil, cmds)
+	var missing []int
+	for i := range res {
+		if re, ok := rd.IsRedisErr(res[i].Error()); ok && re.IsNoScript() {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		cmds = cmds[:0]
+		for _, i := range missing {
+			c := &calls[i]
+			cmds = append(cmds, b.c.B().Eval().Script(c.Script.Source()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
+		}
+		for j, r := range b.doMulti(ctx, calls, missing, cmds) {
+			res[missing[j]] = r
+		}
+	}
+	for i := range res {
+		calls[i].Value, calls[i].Err = result(ctx, res[i])
+	}
 }
 
 // Normalize turns a rueidis reply into a backend.Value. RESP3 replies
@@ -189,3 +237,39 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 	v, err := Normalize(msg) // a nil reply normalizes to nil
 	return v, int(n), err
 }
+
+// doMulti sends cmds, the commands of calls[idx[0]], calls[idx[1]], ...
+// (of every call when idx is nil), by DoMulti. A cluster client refuses a
+// DoMulti that mixes keyless commands with commands of several slots, so
+// the keyless ones go in a DoMulti of their own.
+func (b *Backend) doMulti(ctx context.Context, calls []backend.Call, idx []int, cmds rd.Commands) []rd.RedisResult {
+	keyless := func(j int) bool {
+		if idx != nil {
+			j = idx[j]
+		}
+		return len(calls[j].Keys) == 0
+	}
+	var none, some rd.Commands
+	for j, c := range cmds {
+		if keyless(j) {
+			none = append(none, c)
+		} else {
+			some = append(some, c)
+		}
+	}
+	if len(none) == 0 || len(some) == 0 {
+		return b.c.DoMulti(ctx, cmds...)
+	}
+	rn, rs := b.c.DoMulti(ctx, none...), b.c.DoMulti(ctx, some...)
+	res := make([]rd.RedisResult, len(cmds))
+	for j := range cmds {
+		if keyless(j) {
+			res[j], rn = rn[0], rn[1:]
+		} else {
+			res[j], rs = rs[0], rs[1:]
+		}
+	}
+	return res
+}
+
+var _ backend.Batcher = (*Backend)(nil)
