@@ -52,9 +52,12 @@ type lease struct {
 	autoExtend bool
 	log        *slog.Logger // WithLogger; nil: discard
 
-	// renew serializes Extend and the watchdog's renewals, so that a
-	// renewal computed with the old TTL cannot undo an Extend.
+	// renew serializes Extend and the renewer's renewals, so that a
+	// renewal computed with the old TTL cannot undo an Extend: a renewal
+	// holds it (TryLock; a lease whose Extend is in flight is looked at
+	// again soon) until its outcome is applied.
 	renew sync.Mutex
+	rs    renewState // with auto-extend: the lease's place in its renewer
 
 	mu       sync.Mutex
 	ttl      time.Duration // what renewals extend by
@@ -65,14 +68,6 @@ type lease struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // without auto-extend, once ctx exists: ends it at deadline
-	dog      *dog        // the running watchdog, if any
-}
-
-// dog is one run of a lease's watchdog.
-type dog struct {
-	ctx     context.Context // ends in-flight renewals when stopped
-	cancel  context.CancelFunc
-	stopped chan struct{}
 }
 
 // newLease starts a lease granted by an attempt that began at start.
@@ -82,7 +77,7 @@ func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token 
 	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
 		parent: parent, autoExtend: cfg.autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
 	if l.autoExtend {
-		l.startWatchdogLocked()
+		l.startRenewals()
 	}
 	return l
 }
@@ -131,6 +126,7 @@ func (l *lease) end(cause error) {
 	}
 	cancel, first := l.cancel, l.cause
 	l.mu.Unlock()
+	l.stopRenewals() // a lease that ended needs no more
 	if cancel != nil {
 		cancel(first)
 	}
@@ -175,13 +171,19 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	l.mu.Lock()
 	l.ttl = ttl
-	if d := start.Add(ttl - drift(ttl)); !l.done {
+	d := start.Add(ttl - drift(ttl))
+	if !l.done {
 		l.deadline = d
 		if l.timer != nil {
 			l.timer.Reset(time.Until(d))
 		}
 	}
 	l.mu.Unlock()
+	if r := l.rs.r; r != nil {
+		// An Extend is a renewal: the next is due ttl/3 after it began,
+		// by the new TTL (sooner than planned when it shortened the TTL).
+		r.reschedule(l, earliest(start.Add(ttl/3), d), ttl/renewSlackFactor)
+	}
 	return nil
 }
 
@@ -192,7 +194,10 @@ func (l *lease) Release(ctx context.Context) error {
 	if released {
 		return l.opErr("release", fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost))
 	}
-	l.stopWatchdog()
+	// Renewals stop here, and one in flight is not waited for: its
+	// outcome is dropped (see stopRenewals), so it cannot move the
+	// deadline, end the lease or queue it again behind Release's back.
+	l.stopRenewals()
 	held, err := l.h.release(ctx, l.token)
 	if err != nil {
 		// The outcome is unknown; a retried Release finds out (a release
@@ -236,92 +241,5 @@ func (l *lease) expire() {
 	l.mu.Unlock()
 	if late {
 		l.lose(fmt.Errorf("ttl ran out: %w", latchkit.ErrLeaseLost))
-	}
-}
-
-// startWatchdogLocked starts renewals.
-func (l *lease) startWatchdogLocked() {
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &dog{ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
-	l.dog = d
-	go l.watchdog(d)
-}
-
-// stopWatchdog stops renewals, waits until none is in flight, and reports
-// whether a watchdog was running.
-func (l *lease) stopWatchdog() bool {
-	l.mu.Lock()
-	d := l.dog
-	l.dog = nil
-	l.mu.Unlock()
-	if d == nil {
-		return false
-	}
-	d.cancel()
-	<-d.stopped
-	return true
-}
-
-// watchdog renews the lease every ttl/3. A renewal that finds the lease gone
-// ends it at once; renewals that keep failing end it at its deadline, before
-// the server could hand it to someone else.
-func (l *lease) watchdog(d *dog) {
-	defer close(d.stopped)
-	defer d.cancel()
-	l.mu.Lock()
-	next := time.Now().Add(l.ttl / 3)
-	l.mu.Unlock()
-	var lastErr error
-	for {
-		l.mu.Lock()
-		deadline := l.deadline
-		l.mu.Unlock()
-		wake := next
-		if deadline.Before(wake) {
-			wake = deadline
-		}
-		t := time.NewTimer(time.Until(wake))
-		select {
-		case <-d.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if !time.Now().Before(deadline) {
-			l.lose(fmt.Errorf("could not renew before the ttl ran out (last error: %v): %w", lastErr, latchkit.ErrLeaseLost))
-			return
-		}
-		l.renew.Lock()
-		l.mu.Lock()
-		ttl := l.ttl // read under renew: an Extend may have just changed it
-		deadline = l.deadline
-		l.mu.Unlock()
-		ctx, cancel := context.WithDeadline(d.ctx, deadline)
-		start := time.Now()
-		held, err := l.h.extend(ctx, l.token, ttl)
-		cancel()
-		l.renew.Unlock()
-		if d.ctx.Err() != nil {
-			return // stopped by Release: its outcome decides
-		}
-		switch {
-		case err != nil:
-			lastErr = err
-			// Try again soon, but not in a tight loop.
-			next = time.Now().Add(max(ttl/10, 5*time.Millisecond))
-			l.logAttrs(slog.LevelWarn, "latchkit: lease renewal failed", slog.String("error", err.Error()),
-				slog.Duration("left", time.Until(deadline)), slog.Duration("retry_in", time.Until(next)))
-		case !held:
-			l.lose(fmt.Errorf("renewal found the lease gone: %w", latchkit.ErrLeaseLost))
-			return
-		default:
-			lastErr = nil
-			l.mu.Lock()
-			if dl := start.Add(ttl - drift(ttl)); dl.After(l.deadline) {
-				l.deadline = dl
-			}
-			l.mu.Unlock()
-			next = start.Add(ttl / 3)
-		}
 	}
 }
