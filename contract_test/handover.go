@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +21,10 @@ import (
 // waiter alone.
 func RunHandOver(t *testing.T, h Harness) {
 	runSteps(t, h, []step{
-		{"FIFOAcrossClients", testHandOverFIFO},
-		{"WakesOnlyTheNewHolder", testHandOverWakesOne},
+		{"FIFOAcrossClients", func(t *testing.T, h Harness) { testHandOverFIFO(t, h, plainMutex) }},
+		{"FairMutexFIFOAcrossClients", func(t *testing.T, h Harness) { testHandOverFIFO(t, h, fairMutex) }},
+		{"WakesOnlyTheNewHolder", func(t *testing.T, h Harness) { testHandOverWakesOne(t, h, plainMutex) }},
+		{"FairMutexWakesOnlyTheNewHolder", func(t *testing.T, h Harness) { testHandOverWakesOne(t, h, fairMutex) }},
 		{"GaveUpWaiterLeavesTheQueue", testHandOverWithdraw},
 		{"DeadWaitersAreSkipped", testHandOverDeadWaiters},
 		{"UnconfirmedHandOverFrees", testHandOverUnconfirmed},
@@ -35,17 +38,35 @@ func queued(t testing.TB, b backend.Backend, p, name string) int64 {
 	return n
 }
 
+// handOverKind is a primitive that hands itself over: how to make one, and
+// how many waiters (not holders) its queue holds.
+type handOverKind struct {
+	name   string
+	new    func(b backend.Backend, name string, opts ...primitives.Option) (primitives.Mutex, error)
+	queued func(t testing.TB, b backend.Backend, p, name string) int64
+}
+
+var (
+	plainMutex = handOverKind{"mutex", primitives.NewMutex, queued}
+	fairMutex  = handOverKind{"fair mutex", primitives.NewFairMutex, func(t testing.TB, b backend.Backend, p, name string) int64 {
+		t.Helper()
+		q, _ := do(t, b, "ZCARD", keyOf(p, name)+":fair:queue").(int64)
+		held, _ := do(t, b, "HLEN", keyOf(p, name)+":fair:holders").(int64)
+		return q - held
+	}}
+)
+
 // testHandOverFIFO: a holder and 4 waiters, each its own client (as
 // separate processes), the waiters queued one after the other. Releasing
 // hands the lock to the waiters in arrival order, and the holder, locking
 // again at once after its release, comes last: no self-reacquire. Fences
 // rise with every grant.
-func testHandOverFIFO(t *testing.T, h Harness) {
+func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 	const waiters = 4
 	ctx := ctxT(t, time.Minute)
 	p := prefix(t)
 	newM := func() primitives.Mutex {
-		m, err := primitives.NewMutex(h.NewClient(t).Backend, "f", primitives.WithPrefix(p))
+		m, err := k.new(h.NewClient(t).Backend, "f", primitives.WithPrefix(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +102,24 @@ func testHandOverFIFO(t *testing.T, h Harness) {
 			}
 			grant(i, l)
 		})
-		eventually(t, 10*time.Second, "the waiter queued", func() bool { return queued(t, inspect, p, "f") == int64(i+1) })
+		eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "f") == int64(i+1) })
+	}
+	if k.name == "mutex" {
+		// Each waiter's entry names its own client's inbox (under the
+		// release channel), where a hand-over to it is published: one
+		// connection hears it, not every client subscribed to the name.
+		entries, _ := do(t, inspect, "ZRANGE", keyOf(p, "f")+":q", "0", "-1").([]backend.Value)
+		inboxes := map[string]bool{}
+		for _, e := range entries {
+			_, box, ok := strings.Cut(e.(string), " ")
+			if !ok || !strings.HasPrefix(box, keyOf(p, "f")+":rel:to:") {
+				t.Fatalf("queue entry %q does not name an inbox", e)
+			}
+			inboxes[box] = true
+		}
+		if len(inboxes) != waiters {
+			t.Fatalf("%d distinct inboxes for %d waiting clients", len(inboxes), waiters)
+		}
 	}
 	first := l.Fence()
 	if err := l.Release(ctx); err != nil {
@@ -103,7 +141,7 @@ func testHandOverFIFO(t *testing.T, h Harness) {
 		}
 		prev = f
 	}
-	if n := queued(t, inspect, p, "f"); n != 0 {
+	if n := k.queued(t, inspect, p, "f"); n != 0 {
 		t.Fatalf("%d waiters left in the queue", n)
 	}
 }
@@ -112,7 +150,7 @@ func testHandOverFIFO(t *testing.T, h Harness) {
 // release must cost exactly one more attempt (the new holder's
 // confirmation), not one per waiting client. The waiter timeout is long,
 // so no waiter re-attempts on its own timer during the test.
-func testHandOverWakesOne(t *testing.T, h Harness) {
+func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	const waiters = 6
 	ctx := ctxT(t, time.Minute)
 	p := prefix(t)
@@ -125,14 +163,14 @@ func testHandOverWakesOne(t *testing.T, h Harness) {
 	}
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithMiddleware(count),
 		primitives.WithWaiterTimeout(time.Minute), primitives.WithTTL(time.Minute)}
-	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "w", opts...)
+	holder, _ := k.new(h.NewClient(t).Backend, "w", opts...)
 	l, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	granted := make(chan latchkit.Lease, waiters)
 	for range waiters {
-		m, _ := primitives.NewMutex(h.NewClient(t).Backend, "w", opts...)
+		m, _ := k.new(h.NewClient(t).Backend, "w", opts...)
 		go func() {
 			l, err := m.Lock(ctx)
 			if err != nil {
@@ -144,7 +182,7 @@ func testHandOverWakesOne(t *testing.T, h Harness) {
 		}()
 	}
 	inspect := h.NewClient(t).Backend
-	eventually(t, 10*time.Second, "every waiter queued", func() bool { return queued(t, inspect, p, "w") == waiters })
+	eventually(t, 10*time.Second, "every waiter queued", func() bool { return k.queued(t, inspect, p, "w") == waiters })
 	// A queued waiter makes its second attempt once subscribed; let those
 	// settle.
 	var before int64

@@ -717,8 +717,9 @@ func testWakeOnRelease(t *testing.T, h Harness) {
 }
 
 // testCommandsPerAcquisition: 16 goroutines contending for one mutex send
-// at most 5 commands per acquisition on average (attempts, releases and
-// subscription changes together).
+// at most 4 commands per acquisition on average (attempts, releases and
+// subscription changes together): a release hands the lock over and wakes
+// only the new holder, whose one confirming attempt is all it costs.
 func testCommandsPerAcquisition(t *testing.T, h Harness) {
 	c := h.NewClient(t)
 	if c.Commands == nil {
@@ -751,8 +752,8 @@ func testCommandsPerAcquisition(t *testing.T, h Harness) {
 	wg.Wait()
 	per := float64(c.Commands()-before) / (goroutines * rounds)
 	t.Logf("%.2f commands per acquisition (including its release)", per)
-	if per > 5 {
-		t.Errorf("%.2f commands per acquisition, want at most 5", per)
+	if per > 4 {
+		t.Errorf("%.2f commands per acquisition, want at most 4", per)
 	}
 }
 

@@ -74,18 +74,24 @@ redis.call('ZADD', KEYS[2], now + wait, ARGV[1])
 keepall(wait)
 return {0, math.max(math.floor(wait / 3), 1), holder()}`)
 
-	// ARGV: 1 token, 2 channel. A waiter that gave up leaves the queue,
-	// which may move the next ticket up: wake a waiter.
-	fairWithdraw = backend.NewScript(`
-if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 0 and redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+	// fairWithdraw takes a waiter that gave up out of the queue, which may
+	// move the next ticket up, and gives back a permit a release handed it
+	// meanwhile. ARGV as fairRelease. Reply 0.
+	fairWithdraw = backend.NewScript(luaNow + luaFence + luaFairHandOver + `
+local bad = fence_of(KEYS[4]); if bad then return bad end
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('PUBLISH', ARGV[2], '1')
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HDEL', KEYS[7], ARGV[1])
+  hand_over()
 end
 return 0`)
 
-	// ARGV: 1 token, 2 channel. Reply 1 released (now or before), 0 not
-	// held.
-	fairRelease = backend.NewScript(luaNow + `
+	// ARGV: 1 token, 2 channel, 3 limit, 4 how long a handed-over permit
+	// waits for its new holder to confirm, in ms. Reply 1 released (now or
+	// before), 0 not held.
+	fairRelease = backend.NewScript(luaNow + luaFence + luaFairHandOver + `
+local bad = fence_of(KEYS[4]); if bad then return bad end
 local f = redis.call('HGET', KEYS[5], ARGV[1])
 if f then
   local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
@@ -93,7 +99,7 @@ if f then
   redis.call('HDEL', KEYS[7], ARGV[1])
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('PUBLISH', ARGV[2], '1')
+  hand_over()
   if not alive or tonumber(alive) <= now then return 0 end
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 60000)
   redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -1024)
@@ -124,6 +130,39 @@ end
 return -3`)
 )
 
+// luaFairHandOver defines hand_over(), run once a holder or a queued
+// waiter has left: every live waiting ticket now among the first limit is
+// granted its permit at once (fence, holder entry, at most ARGV[4] ms of
+// liveness to confirm in) and woken alone by a targeted message carrying a
+// digest of its token; dead waiting tickets met on the way are dropped.
+// Tickets of holders keep their rank. It needs luaNow; ARGV[2] is the
+// channel, ARGV[3] the limit.
+const luaFairHandOver = `
+local function hand_over()
+  local limit, confirm = tonumber(ARGV[3]), tonumber(ARGV[4])
+  local i = 0
+  while i < limit do
+    local w = redis.call('ZRANGE', KEYS[1], i, i)[1]
+    if not w then return end
+    if redis.call('HEXISTS', KEYS[5], w) == 1 then
+      i = i + 1
+    else
+      local alive = redis.call('ZSCORE', KEYS[2], w)
+      if alive and tonumber(alive) > now then
+        redis.call('HSET', KEYS[5], w, redis.call('INCR', KEYS[4]))
+        redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
+        redis.call('PUBLISH', ARGV[2], '=' .. string.sub(redis.sha1hex(w), 1, 16))
+        i = i + 1
+      else
+        redis.call('ZREM', KEYS[1], w)
+        redis.call('ZREM', KEYS[2], w)
+        redis.call('HDEL', KEYS[7], w)
+      end
+    end
+  end
+end
+`
+
 type fairSemaphore struct {
 	b       backend.Backend
 	kind    latchkit.Kind
@@ -134,6 +173,7 @@ type fairSemaphore struct {
 	chans   []string // {channel}
 	args    []string // ttl, limit, waiter timeout, "0": a waiting attempt
 	tryArgs []string // the same, ending "1": a Try leaves no ticket
+	relArgs []string // release and withdraw ARGV after the token
 }
 
 // NewFairSemaphore returns a semaphore of limit permits that grants them in
@@ -191,6 +231,7 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 		chans:   []string{base + ":rel"},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0"},
 		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1"},
+		relArgs: []string{base + ":rel", strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout))},
 	}, nil
 }
 
@@ -206,8 +247,8 @@ func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, 
 	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
 		attempt: scriptAttempt(s.b, fairAcquire, s.keys, s.args, s, &s.cfg),
 		abandon: func(ctx context.Context, token string) {
-			_, _ = s.b.Eval(ctx, fairWithdraw, s.keys, []string{token, s.channel})
-		}}
+			_, _ = s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
+		}, wakeID: true}
 	if try {
 		a.attempt = scriptAttempt(s.b, fairAcquire, s.keys, s.tryArgs, s, &s.cfg)
 	}
@@ -222,7 +263,7 @@ func (s *fairSemaphore) extend(ctx context.Context, token string, ttl time.Durat
 }
 
 func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error) {
-	return flag(s.b.Eval(ctx, fairRelease, s.keys, []string{token, s.channel}))
+	return flag(s.b.Eval(ctx, fairRelease, s.keys, append([]string{token}, s.relArgs...)))
 }
 
 func (s *fairSemaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
 )
 
 // Mutex is a lock held by one holder at a time.
@@ -48,7 +49,9 @@ type Mutex interface {
 var (
 	// ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), 4 waiter
 	// timeout ms ("" or absent: do not queue), 5 "1" when an earlier
-	// attempt of this acquisition may have queued it. Reply {1, fence}
+	// attempt of this acquisition may have queued it, 6 its queue entry:
+	// the token, a space and the channel its process listens on for the
+	// hand-over (pubsub.Inbox). Reply {1, fence}
 	// granted, {0, wait hint ms, holder's annotation} held.
 	// Finding its own token means an earlier try of this very attempt got
 	// through (its reply was lost), or a release handed the lock over:
@@ -62,8 +65,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
   if ARGV[5] == '1' then
-    redis.call('ZREM', KEYS[5], ARGV[1])
-    redis.call('ZREM', KEYS[6], ARGV[1])
+    redis.call('ZREM', KEYS[5], ARGV[6])
+    redis.call('ZREM', KEYS[6], ARGV[6])
   end
   return {1, f}
 end
@@ -76,10 +79,10 @@ end
 local hint = redis.call('PTTL', KEYS[1])
 if ARGV[4] and ARGV[4] ~= '' then
   local wait = tonumber(ARGV[4])
-  redis.call('ZSCORE', KEYS[6], ARGV[1])
+  redis.call('ZSCORE', KEYS[6], ARGV[6])
   local t = redis.call('TIME')
-  redis.call('ZADD', KEYS[5], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[1])
-  redis.call('ZADD', KEYS[6], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + wait, ARGV[1])
+  redis.call('ZADD', KEYS[5], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[6])
+  redis.call('ZADD', KEYS[6], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + wait, ARGV[6])
   keep(KEYS[5], wait); keep(KEYS[6], wait)
   hint = math.min(hint, math.max(math.floor(wait / 3), 1))
 end
@@ -99,10 +102,10 @@ return 0`)
 
 	// mutexWithdraw takes a waiter that gave up out of the queue, and
 	// passes the lock on if a release had handed it over meanwhile.
-	// ARGV as mutexRelease. Reply 0.
+	// ARGV as mutexRelease, then 5 the waiter's queue entry. Reply 0.
 	mutexWithdraw = backend.NewScript(luaHandOver + `
-redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('ZREM', KEYS[6], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[5])
+redis.call('ZREM', KEYS[6], ARGV[5])
 if redis.call('GET', KEYS[1]) == ARGV[1] then hand_over() end
 return 0`)
 
@@ -123,8 +126,9 @@ return -3`)
 
 // luaHandOver defines hand_over(), which frees the lock held by ARGV[1]:
 // it gives the lock to the oldest live waiter in the queue, if there is
-// one (dropping the dead ones it meets), and wakes that waiter alone;
-// otherwise it deletes the lock. Without queue keys (MultiLock, Redlock)
+// one (dropping the dead ones it meets), and wakes that waiter alone, on
+// its process's inbox channel (an entry without one: on the release
+// channel); otherwise it deletes the lock. Without queue keys (MultiLock, Redlock)
 // it deletes the lock and wakes a waiter per process.
 const luaHandOver = `
 local function hand_over()
@@ -138,10 +142,11 @@ local function hand_over()
       redis.call('ZREM', KEYS[5], head)
       redis.call('ZREM', KEYS[6], head)
       if alive and tonumber(alive) > now then
+        local tok, box = string.match(head, '^(%S+) (.+)$')
         redis.call('INCR', KEYS[2])
-        redis.call('SET', KEYS[1], head, 'PX', ARGV[4])
+        redis.call('SET', KEYS[1], tok or head, 'PX', ARGV[4])
         redis.call('DEL', KEYS[4])
-        redis.call('PUBLISH', ARGV[2], '=' .. string.sub(redis.sha1hex(head), 1, 16))
+        redis.call('PUBLISH', box or ARGV[2], '=' .. string.sub(redis.sha1hex(tok or head), 1, 16))
         return
       end
     end
@@ -171,6 +176,8 @@ type mutex struct {
 	qkeys   []string // keys, then the wait queue and the waiters' liveness
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
+	wchans  []string // {channel, inbox}: a waiting Lock's
+	inbox   string   // where a hand-over to a waiter of this process is told
 	ttlArg  string
 	waitArg string   // the waiter timeout, ms
 	relArgs []string // release ARGV after the token
@@ -198,13 +205,17 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	// key, the channel of the marker.
 	base := KeyBase(cfg.prefix, name)
 	fence, marker := base+":fence", base+":released"
-	k := &[7]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", marker[:len(base)+len(":rel")]}
+	channel := marker[:len(base)+len(":rel")]
+	inbox := pubsub.Inbox(b, channel)
+	k := &[8]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", channel, inbox}
 	return &mutex{
 		b: b, name: name, cfg: cfg,
 		keys:    k[:4:4],
 		qkeys:   k[:6:6],
-		channel: k[6],
-		chans:   k[6:],
+		channel: channel,
+		chans:   k[6:7:7],
+		wchans:  k[6:8:8],
+		inbox:   inbox,
 		ttlArg:  ms(cfg.ttl),
 		waitArg: ms(cfg.waiterTimeout),
 		relArgs: []string{k[6], markerMS, ms(min(cfg.ttl, cfg.waiterTimeout))},
@@ -220,17 +231,24 @@ func (m *mutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
-	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: m.chans, try: try,
+	chans := m.wchans
+	if try {
+		chans = m.chans
+	}
+	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: chans, try: try,
 		attempt: m.attempt, abandon: m.withdraw, wakeID: true})
 }
+
+// entry is token's queue entry: the token and the inbox of this process.
+func (m *mutex) entry(token string) string { return token + " " + m.inbox }
 
 // attempt runs the acquire script once. A waiting Lock queues.
 func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 	req.Attempts++
 	start := time.Now()
-	args := []string{token, m.ttlArg, annotation(req), "", ""}
+	args := []string{token, m.ttlArg, annotation(req), "", "", ""}
 	if !req.Try {
-		args[3] = m.waitArg
+		args[3], args[5] = m.waitArg, m.entry(token)
 		if req.Attempts > 1 {
 			args[4] = "1"
 		}
@@ -253,7 +271,7 @@ func (m *mutex) release(ctx context.Context, token string) (bool, error) {
 
 // withdraw takes a Lock that gave up out of the queue.
 func (m *mutex) withdraw(ctx context.Context, token string) {
-	_, _ = m.b.Eval(ctx, mutexWithdraw, m.qkeys, append([]string{token}, m.relArgs...))
+	_, _ = m.b.Eval(ctx, mutexWithdraw, m.qkeys, append(append([]string{token}, m.relArgs...), m.entry(token)))
 }
 
 func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {

@@ -19,6 +19,8 @@ package pubsub
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"strconv"
@@ -42,6 +44,26 @@ const targetPrefix = "="
 // joined with id (see JoinAs): a release that handed the primitive over to
 // that waiter. Processes without such a waiter ignore it.
 func Target(id string) string { return targetPrefix + id }
+
+// Inbox is the channel on which a release hands a primitive over to a
+// waiter of this process on b (see Target): the primitive's release channel
+// plus an id of b unique in the process and a random id of the process, so
+// that a hand-over's message reaches one connection, not every process
+// subscribed to the release channel. It is stable for b's life.
+func Inbox(b backend.Backend, channel string) string {
+	id := processID
+	if v := reflect.ValueOf(b); v.Kind() == reflect.Pointer {
+		id += "." + strconv.FormatUint(uint64(v.Pointer()), 36)
+	}
+	return channel + ":to:" + id
+}
+
+// processID tells this process's inboxes from other processes'. Set once.
+var processID = func() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
 
 // DefaultLinger is how long a shared Hub keeps a channel subscribed, and
 // then its connection open, after the channel's last waiter left.

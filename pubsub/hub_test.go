@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -1105,5 +1106,19 @@ func TestTargetedWake(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if pending(ws[1]) || pending(ws[2]) {
 		t.Fatal("a target nobody has, or a count of 1, woke more than the oldest")
+	}
+}
+
+func TestInbox(t *testing.T) {
+	e1, e2 := newEnv(t), newEnv(t)
+	a, b := pubsub.Inbox(e1.b, "rel"), pubsub.Inbox(e2.b, "rel")
+	if a != pubsub.Inbox(e1.b, "rel") {
+		t.Fatal("a backend's inbox changed between calls")
+	}
+	if a == b {
+		t.Fatalf("two backends share the inbox %q: a hand-over would reach both", a)
+	}
+	if !strings.HasPrefix(a, "rel:to:") {
+		t.Fatalf("inbox %q is not under its release channel", a)
 	}
 }
