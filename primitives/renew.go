@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -271,7 +272,8 @@ func (r *renewer) run() {
 			}
 			continue
 		}
-		var due, late []*lease
+		var due []dueLease
+		var late []*lease
 		var lateErrs []error
 		for len(r.q) > 0 && !r.q[0].rs.at.After(now.Add(r.q[0].rs.slack)) {
 			l := r.removeLocked(0)
@@ -283,20 +285,51 @@ func (r *renewer) run() {
 				late, lateErrs = append(late, l), append(lateErrs, l.rs.lastErr)
 				continue
 			}
-			due = append(due, l)
+			due = append(due, dueLease{l, deadline})
 		}
 		r.inflight += len(due)
 		r.mu.Unlock()
 		for i, l := range late {
 			l.lose(fmt.Errorf("could not renew before the ttl ran out (last error: %v): %w", lateErrs[i], latchkit.ErrLeaseLost))
 		}
-		for len(due) > 0 {
-			n := min(len(due), renewChunk)
+		for _, chunk := range chunks(now, due) {
 			r.chunks <- struct{}{}
-			go r.renewChunk(due[:n:n])
-			due = due[n:]
+			go r.renewChunk(chunk)
 		}
 	}
+}
+
+// dueLease is a lease due for renewal and its deadline when it was taken.
+type dueLease struct {
+	l        *lease
+	deadline time.Time
+}
+
+// chunks splits the leases due at now into chunks of at most renewChunk.
+// A chunk's calls share one context, whose deadline is the earliest of the
+// chunk's; so that a lease close to its deadline (retrying after failures,
+// or of a much shorter TTL) cannot cut short the renewal of leases with
+// time to spare, the leases go in order of deadline and a chunk takes only
+// leases with at most twice the time left of its first.
+func chunks(now time.Time, due []dueLease) [][]*lease {
+	slices.SortFunc(due, func(a, b dueLease) int { return a.deadline.Compare(b.deadline) })
+	var out [][]*lease
+	var cur []*lease
+	var limit time.Time
+	for _, d := range due {
+		if len(cur) == renewChunk || (len(cur) > 0 && d.deadline.After(limit)) {
+			out, cur = append(out, cur), nil
+		}
+		if len(cur) == 0 {
+			limit = d.deadline.Add(d.deadline.Sub(now))
+			cur = make([]*lease, 0, min(renewChunk, len(due)))
+		}
+		cur = append(cur, d.l)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // exitLocked is called with r.mu held and the heap empty. It unlocks r.mu
