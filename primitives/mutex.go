@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/latchkit/latchkit"
@@ -176,11 +177,14 @@ type mutex struct {
 	qkeys   []string // keys, then the wait queue and the waiters' liveness
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
-	wchans  []string // {channel, inbox}: a waiting Lock's
-	inbox   string   // where a hand-over to a waiter of this process is told
 	ttlArg  string
 	waitArg string   // the waiter timeout, ms
-	relArgs []string // release ARGV after the token
+	handArg string   // how long a handed-over lock waits to be confirmed, ms
+
+	// Made by the first waiting Lock (most mutexes never wait).
+	waitOnce sync.Once
+	wchans   []string // {channel, inbox}: a waiting Lock's
+	inbox    string   // where a hand-over to a waiter of this process is told
 }
 
 // NewMutex returns a Mutex named name on b: Redis's SET NX PX lock with an
@@ -206,19 +210,16 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	base := KeyBase(cfg.prefix, name)
 	fence, marker := base+":fence", base+":released"
 	channel := marker[:len(base)+len(":rel")]
-	inbox := pubsub.Inbox(b, channel)
-	k := &[8]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", channel, inbox}
+	k := &[7]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", channel}
 	return &mutex{
 		b: b, name: name, cfg: cfg,
 		keys:    k[:4:4],
 		qkeys:   k[:6:6],
 		channel: channel,
 		chans:   k[6:7:7],
-		wchans:  k[6:8:8],
-		inbox:   inbox,
 		ttlArg:  ms(cfg.ttl),
 		waitArg: ms(cfg.waiterTimeout),
-		relArgs: []string{k[6], markerMS, ms(min(cfg.ttl, cfg.waiterTimeout))},
+		handArg: ms(min(cfg.ttl, cfg.waiterTimeout)),
 	}, nil
 }
 
@@ -231,9 +232,13 @@ func (m *mutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
-	chans := m.wchans
-	if try {
-		chans = m.chans
+	chans := m.chans
+	if !try {
+		m.waitOnce.Do(func() {
+			m.inbox = pubsub.Inbox(m.b, m.channel)
+			m.wchans = []string{m.channel, m.inbox}
+		})
+		chans = m.wchans
 	}
 	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: chans, try: try,
 		attempt: m.attempt, abandon: m.withdraw, wakeID: true})
@@ -246,12 +251,13 @@ func (m *mutex) entry(token string) string { return token + " " + m.inbox }
 func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
 	req.Attempts++
 	start := time.Now()
-	args := []string{token, m.ttlArg, annotation(req), "", "", ""}
+	args := []string{token, m.ttlArg, annotation(req)}
 	if !req.Try {
-		args[3], args[5] = m.waitArg, m.entry(token)
+		queued := ""
 		if req.Attempts > 1 {
-			args[4] = "1"
+			queued = "1"
 		}
+		args = append(args, m.waitArg, queued, m.entry(token))
 	}
 	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
 	if err != nil {
@@ -266,12 +272,12 @@ func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bo
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, append([]string{token}, m.relArgs...)))
+	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, markerMS, m.handArg}))
 }
 
 // withdraw takes a Lock that gave up out of the queue.
 func (m *mutex) withdraw(ctx context.Context, token string) {
-	_, _ = m.b.Eval(ctx, mutexWithdraw, m.qkeys, append(append([]string{token}, m.relArgs...), m.entry(token)))
+	_, _ = m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, markerMS, m.handArg, m.entry(token)})
 }
 
 func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
@@ -282,8 +288,20 @@ var markerMS = ms(markerTTL)
 
 // ms formats d as whole milliseconds, at least 1.
 func ms(d time.Duration) string {
-	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+	n := max(d.Milliseconds(), 1)
+	if n%1000 == 0 && n/1000 < int64(len(wholeSeconds)) {
+		return wholeSeconds[n/1000] // the usual TTLs and timeouts, without an allocation
+	}
+	return strconv.FormatInt(n, 10)
 }
+
+// wholeSeconds[i] is i seconds in milliseconds, formatted. Never modified.
+var wholeSeconds = func() (s [121]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i * 1000)
+	}
+	return s
+}()
 
 // pair decodes a {flag, n} script reply, or {0, n, holder} where holder is
 // the annotation the holder stored (nil or a string).
