@@ -178,8 +178,8 @@ type mutex struct {
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
 	ttlArg  string
-	waitArg string   // the waiter timeout, ms
-	handArg string   // how long a handed-over lock waits to be confirmed, ms
+	waitArg string // the waiter timeout, ms
+	handArg string // how long a handed-over lock waits to be confirmed, ms
 
 	// Made by the first waiting Lock (most mutexes never wait).
 	waitOnce sync.Once
