@@ -178,3 +178,45 @@ func BenchmarkRedlock(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandOver: 4 clients (separate connections and subscriptions, as
+// separate processes would have) take turns on one Mutex, each Lock,
+// Release and Lock again at once; ns/op is the time per acquisition, that
+// is, per hand-over from one client to the next (a release wakes only the
+// waiter it hands the lock to).
+func BenchmarkHandOver(b *testing.B) {
+	s := redistest.Start(b)
+	name := nextName()
+	var ms []primitives.Mutex
+	for range 4 {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { c.Close() })
+		m, err := primitives.NewMutex(goredis.New(c), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	ctx := context.Background()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, m := range ms {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
