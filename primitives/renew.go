@@ -29,7 +29,8 @@ const (
 	renewExtends     = 64  // concurrent extend calls per renewer
 	renewBusyRetry   = 5 * time.Millisecond
 	renewMinRetry    = 5 * time.Millisecond
-	renewSlackFactor = 12 // a lease due within ttl/12 of now is renewed now
+	renewSlackFactor = 12                     // a lease due within ttl/12 of now is renewed now
+	renewLinger      = 250 * time.Millisecond // how long an idle renewer waits for a lease before it exits
 )
 
 // renewState is a lease's place in its renewer. Every field but r (set
@@ -249,19 +250,39 @@ func (r *renewer) removeLocked(i int) *lease {
 
 // run is the renewer's goroutine: it sleeps until the earliest lease is
 // due, then hands every lease due within its slack to chunk goroutines,
-// and gives up the leases whose deadline has passed. It exits when no lease
-// is queued; a chunk that queues a lease again restarts it.
+// and gives up the leases whose deadline has passed. It exits once no
+// lease has been queued for renewLinger; a chunk that queues a lease again
+// restarts it.
 func (r *renewer) run() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	var idleSince time.Time // when the heap was last found empty; zero while it is not
 	for {
 		r.mu.Lock()
 		if len(r.q) == 0 {
+			if r.inflight == 0 {
+				// Wait a little for the next lease: a process that
+				// locks again soon keeps this goroutine and its registry
+				// entry instead of making new ones for every lease.
+				if idleSince.IsZero() {
+					idleSince = time.Now()
+				}
+				if left := renewLinger - time.Since(idleSince); left > 0 {
+					r.mu.Unlock()
+					t.Reset(left)
+					select {
+					case <-t.C:
+					case <-r.wake:
+					}
+					continue
+				}
+			}
 			if r.exitLocked() {
 				return
 			}
 			continue
 		}
+		idleSince = time.Time{}
 		now := time.Now()
 		if wait := r.q[0].rs.at.Sub(now); wait > 0 {
 			r.mu.Unlock()
