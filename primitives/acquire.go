@@ -41,13 +41,22 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 	if a.wakeID && !a.try {
 		req.WakeID = wakeID(token)
 	}
-	l, err := c.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		l, err := a.attempt(ctx, req, token)
-		if req.OnAttempt != nil {
-			req.OnAttempt(req, err)
-		}
-		return l, err
-	})(ctx, req)
+	var l latchkit.Lease
+	var err error
+	if a.try && c.builtinOnly() {
+		// The built-in middleware pass a Try straight through: one
+		// attempt, without building the chain (nor OnAttempt, which only
+		// middleware set).
+		l, err = a.attempt(ctx, req, token)
+	} else {
+		l, err = c.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			l, err := a.attempt(ctx, req, token)
+			if req.OnAttempt != nil {
+				req.OnAttempt(req, err)
+			}
+			return l, err
+		})(ctx, req)
+	}
 	if err != nil {
 		if a.abandon != nil && !a.try && req.Attempts > 0 {
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

@@ -181,6 +181,10 @@ type mutex struct {
 	waitArg string // the waiter timeout, ms
 	handArg string // how long a handed-over lock waits to be confirmed, ms
 
+	// m.attempt and m.withdraw as func values, made once.
+	attemptFn  func(context.Context, *latchkit.Request, string) (latchkit.Lease, error)
+	withdrawFn func(context.Context, string)
+
 	// Made by the first waiting Lock (most mutexes never wait).
 	waitOnce sync.Once
 	wchans   []string // {channel, inbox}: a waiting Lock's
@@ -211,7 +215,7 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	fence, marker := base+":fence", base+":released"
 	channel := marker[:len(base)+len(":rel")]
 	k := &[7]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", channel}
-	return &mutex{
+	m := &mutex{
 		b: b, name: name, cfg: cfg,
 		keys:    k[:4:4],
 		qkeys:   k[:6:6],
@@ -220,7 +224,9 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 		ttlArg:  ms(cfg.ttl),
 		waitArg: ms(cfg.waiterTimeout),
 		handArg: ms(min(cfg.ttl, cfg.waiterTimeout)),
-	}, nil
+	}
+	m.attemptFn, m.withdrawFn = m.attempt, m.withdraw
+	return m, nil
 }
 
 func (m *mutex) Lock(ctx context.Context) (latchkit.Lease, error) {
@@ -241,7 +247,7 @@ func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latc
 		chans = m.wchans
 	}
 	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: chans, try: try,
-		attempt: m.attempt, abandon: m.withdraw, wakeID: true})
+		attempt: m.attemptFn, abandon: m.withdrawFn, wakeID: true})
 }
 
 // entry is token's queue entry: the token and the inbox of this process.

@@ -192,6 +192,12 @@ func isDefault(p retry.Policy) bool {
 
 // chain is the acquisition path of a primitive: the user's middleware
 // outermost, then wake-on-release and retry, then one attempt.
+// builtinOnly reports whether the chain holds only the built-in
+// middleware with their defaults (wake-on-release, then the default retry).
+func (c *config) builtinOnly() bool {
+	return len(c.stack) == len(defaultStack) && len(c.mws) == 0 && isDefault(c.retry)
+}
+
 func (c *config) chain(attempt latchkit.Acquire) latchkit.Acquire {
 	return latchkit.Chain(attempt, c.stack...)
 }
