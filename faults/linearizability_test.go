@@ -106,10 +106,12 @@ func record(t *testing.T, clients []tryLocker, d time.Duration) []porcupine.Oper
 	return ops
 }
 
-// TestLinearizable records concurrent histories of TryLock/TryAcquire and
-// Release from 5 clients (each with its own connections) on a real
+// TestLinearizable records concurrent histories of acquisitions and
+// releases from 5 clients (each with its own connections) on a real
 // redis-server, for each driver, and checks them with porcupine against the
-// sequential model of a semaphore (a mutex: limit 1).
+// sequential model of a semaphore (a mutex: limit 1). Two clients make
+// single attempts (TryLock/TryAcquire); three wait (Lock/Acquire, given up
+// after 20 ms), so hand-overs on release are in the history too.
 func TestLinearizable(t *testing.T) {
 	redistest.Require(t)
 	for _, d := range drivers {
@@ -118,9 +120,23 @@ func TestLinearizable(t *testing.T) {
 				srv := redistest.Start(t)
 				var clients []tryLocker
 				for c := 0; c < 5; c++ {
-					_, try, _, err := p.open(d.new(t, srv.Addr), c, primitives.WithTTL(30*time.Second))
+					lock, try, _, err := p.open(d.new(t, srv.Addr), c, primitives.WithTTL(30*time.Second))
 					if err != nil {
 						t.Fatal(err)
+					}
+					if c >= 2 {
+						// Waiting Locks (given up after 20 ms): a release
+						// hands the primitive over to them, inside the
+						// release's and the Lock's intervals.
+						try = func(ctx context.Context) (latchkit.Lease, error) {
+							ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+							defer cancel()
+							l, err := lock(ctx)
+							if errors.Is(err, context.DeadlineExceeded) {
+								err = fmt.Errorf("%w: %w", latchkit.ErrNotAcquired, err)
+							}
+							return l, err
+						}
 					}
 					clients = append(clients, func(ctx context.Context) (func(context.Context) error, error) {
 						l, err := try(ctx)
@@ -137,9 +153,18 @@ func TestLinearizable(t *testing.T) {
 					violations = 1
 					t.Errorf("%d operations: porcupine says %s", len(ops), res)
 				}
-				t.Logf("%d operations, linearizable: %s", len(ops), res)
+				waited := 0
+				for _, op := range ops {
+					if in := op.Input.(semInput); in.acquire && in.client >= 2 && op.Output.(semOutput).ok {
+						waited++
+					}
+				}
+				if waited == 0 {
+					t.Error("no waiting Lock was granted: the history has no hand-over")
+				}
+				t.Logf("%d operations (%d grants to waiting Locks), linearizable: %s", len(ops), waited, res)
 				table.mu.Lock()
-				table.rows = append(table.rows, row{"linearizability", d.name, p.name, len(ops), "none: 5 clients, concurrent TryLock/Release checked by porcupine", violations})
+				table.rows = append(table.rows, row{"linearizability", d.name, p.name, len(ops), "none: 5 clients, concurrent TryLock, waiting Lock (hand-overs) and Release checked by porcupine", violations})
 				table.mu.Unlock()
 			})
 		}
