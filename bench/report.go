@@ -214,6 +214,16 @@ func (r *report) writeContended(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| contender | acquisitions/s | handoffs/s | handoff p50 | handoff p99 | self-reacquire | max wait | commands sent/acq | commandstats/acq | Redis CPU/acq | gave up | release errors | violations |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	// Redis CPU per acquisition, median over the rounds, by contender: the
+	// target compares latchkit's with redsync's in the same run.
+	cpuOf := map[string]float64{}
+	for i, c := range r.s3.contenders {
+		var cpu []float64
+		for _, res := range r.s3.results[i] {
+			cpu = append(cpu, res.server.cpu/float64(res.acquisitions)*1e6)
+		}
+		cpuOf[c.name] = median(cpu)
+	}
 	for i, c := range r.s3.contenders {
 		var acq, hps, p50, p99, self, sent, total, cpu []float64
 		var maxWait time.Duration
@@ -249,6 +259,9 @@ func (r *report) writeContended(w io.Writer) {
 		r.check(fmt.Sprintf("S3 self-reacquire ≤ %.0f%%", 100*selfTarget), c.name, fmt.Sprintf("%.1f%%", 100*median(self)), median(self) <= selfTarget)
 		r.check(fmt.Sprintf("S3 max wait ≤ %s", ms(float64(targetMaxWait))), c.name, ms(float64(maxWait)), maxWait <= targetMaxWait)
 		r.check(fmt.Sprintf("S3 ≤ %.0f commands sent/acquisition", targetSentPerAcq), c.name, fmt.Sprintf("%.2f", median(sent)), median(sent) <= targetSentPerAcq)
+		if peer, ok := cpuOf["redsync"]; ok {
+			r.check("S3 Redis CPU/acquisition ≤ redsync's", c.name, fmt.Sprintf("%.0f µs vs %.0f µs", median(cpu), peer), median(cpu) <= peer)
+		}
 		r.check("S3 no exclusion violation", c.name, fmt.Sprintf("%d", violations), violations == 0)
 	}
 	fmt.Fprintln(w)
