@@ -104,22 +104,31 @@ func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 		})
 		eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "f") == int64(i+1) })
 	}
+	// Each waiter's entry names its own client's inbox (under the release
+	// channel), where a hand-over to it is published: one connection hears
+	// it, not every client subscribed to the name.
+	var boxes []string
 	if k.name == "mutex" {
-		// Each waiter's entry names its own client's inbox (under the
-		// release channel), where a hand-over to it is published: one
-		// connection hears it, not every client subscribed to the name.
 		entries, _ := do(t, inspect, "ZRANGE", keyOf(p, "f")+":q", "0", "-1").([]backend.Value)
-		inboxes := map[string]bool{}
 		for _, e := range entries {
-			_, box, ok := strings.Cut(e.(string), " ")
-			if !ok || !strings.HasPrefix(box, keyOf(p, "f")+":rel:to:") {
-				t.Fatalf("queue entry %q does not name an inbox", e)
-			}
-			inboxes[box] = true
+			_, box, _ := strings.Cut(e.(string), " ")
+			boxes = append(boxes, box)
 		}
-		if len(inboxes) != waiters {
-			t.Fatalf("%d distinct inboxes for %d waiting clients", len(inboxes), waiters)
+	} else {
+		entries, _ := do(t, inspect, "HVALS", keyOf(p, "f")+":fair:box").([]backend.Value)
+		for _, e := range entries {
+			boxes = append(boxes, e.(string))
 		}
+	}
+	inboxes := map[string]bool{}
+	for _, box := range boxes {
+		if !strings.Contains(box, ":rel:to:") {
+			t.Fatalf("a waiter's inbox %q is not under its release channel", box)
+		}
+		inboxes[box] = true
+	}
+	if len(inboxes) != waiters {
+		t.Fatalf("%d distinct inboxes for %d waiting clients", len(inboxes), waiters)
 	}
 	first := l.Fence()
 	if err := l.Release(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
 )
 
 // The fair semaphore scripts. KEYS: 1 queue (zset token -> ticket, in
@@ -14,7 +15,8 @@ import (
 // lease, or a waiter's last attempt plus the waiter timeout), 3 ticket
 // counter, 4 fence counter, 5 holders (hash token -> fence), 6 recently
 // released tokens, 7 holders' annotations (hash token ->
-// latchkit.Request.Annotation).
+// latchkit.Request.Annotation), 8 waiters' inboxes (hash token -> the
+// channel its process listens on for a hand-over, pubsub.Inbox).
 //
 // Holders are always among the first limit tickets: a ticket is granted
 // only while its rank is below limit, and ranks only fall (new tickets join
@@ -22,7 +24,8 @@ import (
 // never exceed the limit, whatever the clients' clocks say.
 var (
 	// ARGV: 1 token, 2 ttl ms, 3 limit, 4 waiter timeout ms, 5 "1" for a
-	// Try (no ticket is left behind), 6 annotation. Reply {1, fence} or
+	// Try (no ticket is left behind), 6 the inbox, 7 annotation. Reply
+	// {1, fence} or
 	// {0, hint ms, the annotation of the first holder in the queue}.
 	fairAcquire = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
 local ttl, limit, wait = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -33,11 +36,12 @@ if c and not tonumber(c) then return redis.error_reply('WRONGTYPE ticket counter
 local bad = fence_of(KEYS[4]); if bad then return bad end
 local myfence = redis.call('HGET', KEYS[5], ARGV[1])
 redis.call('ZCARD', KEYS[6])
+redis.call('HLEN', KEYS[8])
 local keepall = function(ms)
-  keep(KEYS[1], ms); keep(KEYS[2], ms); keep(KEYS[3], ms); keep(KEYS[5], ms)
+  keep(KEYS[1], ms); keep(KEYS[2], ms); keep(KEYS[3], ms); keep(KEYS[5], ms); keep(KEYS[8], ms)
 end
 local function annotate()
-  if ARGV[6] ~= '' then redis.call('HSET', KEYS[7], ARGV[1], ARGV[6]); keep(KEYS[7], ttl) end
+  if ARGV[7] ~= '' then redis.call('HSET', KEYS[7], ARGV[1], ARGV[7]); keep(KEYS[7], ttl) end
 end
 local function holder()
   local first = redis.call('ZRANGE', KEYS[1], 0, 0)
@@ -54,6 +58,7 @@ for i = 1, #dead do
   redis.call('ZREM', KEYS[1], dead[i])
   redis.call('HDEL', KEYS[5], dead[i])
   redis.call('HDEL', KEYS[7], dead[i])
+  redis.call('HDEL', KEYS[8], dead[i])
 end
 if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
 if not ticket or not alive or tonumber(alive) <= now then
@@ -62,8 +67,10 @@ if not ticket or not alive or tonumber(alive) <= now then
   end
   ticket = redis.call('INCR', KEYS[3])
   redis.call('ZADD', KEYS[1], ticket, ARGV[1])
+  if ARGV[6] ~= '' then redis.call('HSET', KEYS[8], ARGV[1], ARGV[6]) end
 end
 if redis.call('ZRANK', KEYS[1], ARGV[1]) < limit then
+  redis.call('HDEL', KEYS[8], ARGV[1])
   local f = redis.call('INCR', KEYS[4])
   redis.call('HSET', KEYS[5], ARGV[1], f)
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
@@ -83,6 +90,7 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[7], ARGV[1])
+  redis.call('HDEL', KEYS[8], ARGV[1])
   hand_over()
 end
 return 0`)
@@ -97,6 +105,7 @@ if f then
   local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[7], ARGV[1])
+  redis.call('HDEL', KEYS[8], ARGV[1])
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
   hand_over()
@@ -134,7 +143,8 @@ return -3`)
 // waiter has left: every live waiting ticket now among the first limit is
 // granted its permit at once (fence, holder entry, at most ARGV[4] ms of
 // liveness to confirm in) and woken alone by a targeted message carrying a
-// digest of its token; dead waiting tickets met on the way are dropped.
+// digest of its token, on its process's inbox (without one: on the release
+// channel); dead waiting tickets met on the way are dropped.
 // Tickets of holders keep their rank. It needs luaNow; ARGV[2] is the
 // channel, ARGV[3] the limit.
 const luaFairHandOver = `
@@ -151,12 +161,15 @@ local function hand_over()
       if alive and tonumber(alive) > now then
         redis.call('HSET', KEYS[5], w, redis.call('INCR', KEYS[4]))
         redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
-        redis.call('PUBLISH', ARGV[2], '=' .. string.sub(redis.sha1hex(w), 1, 16))
+        local box = redis.call('HGET', KEYS[8], w)
+        redis.call('HDEL', KEYS[8], w)
+        redis.call('PUBLISH', box or ARGV[2], '=' .. string.sub(redis.sha1hex(w), 1, 16))
         i = i + 1
       else
         redis.call('ZREM', KEYS[1], w)
         redis.call('ZREM', KEYS[2], w)
         redis.call('HDEL', KEYS[7], w)
+        redis.call('HDEL', KEYS[8], w)
       end
     end
   end
@@ -171,6 +184,7 @@ type fairSemaphore struct {
 	keys    []string
 	channel string
 	chans   []string // {channel}
+	wchans  []string // {channel, inbox}: a waiting acquisition's
 	args    []string // ttl, limit, waiter timeout, "0": a waiting attempt
 	tryArgs []string // the same, ending "1": a Try leaves no ticket
 	relArgs []string // release and withdraw ARGV after the token
@@ -223,14 +237,16 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
 	base := KeyBase(cfg.prefix, name) + ":fair"
+	inbox := pubsub.Inbox(b, base+":rel")
 	return &fairSemaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys: []string{base + ":queue", base + ":alive", base + ":tickets",
-			base + ":fence", base + ":holders", base + ":released", base + ":who"},
+			base + ":fence", base + ":holders", base + ":released", base + ":who", base + ":box"},
 		channel: base + ":rel",
 		chans:   []string{base + ":rel"},
-		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0"},
-		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1"},
+		wchans:  []string{base + ":rel", inbox},
+		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox},
+		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", ""},
 		relArgs: []string{base + ":rel", strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout))},
 	}, nil
 }
@@ -244,12 +260,13 @@ func (s *fairSemaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) 
 }
 
 func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
+	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.wchans, try: try,
 		attempt: scriptAttempt(s.b, fairAcquire, s.keys, s.args, s, &s.cfg),
 		abandon: func(ctx context.Context, token string) {
 			_, _ = s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
 		}, wakeID: true}
 	if try {
+		a.chans = s.chans
 		a.attempt = scriptAttempt(s.b, fairAcquire, s.keys, s.tryArgs, s, &s.cfg)
 	}
 	if s.kind == latchkit.KindFairMutex {

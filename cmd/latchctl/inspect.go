@@ -60,7 +60,7 @@ var kinds = []kind{
 		{":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showRW},
 	{"sem", ":sem", []keySpec{{"", "zset"}, {":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showSem},
 	{"fairsem", ":fair", []keySpec{{":queue", "zset"}, {":alive", "zset"}, {":tickets", "string"},
-		{":holders", "hash"}, {":released", "zset"}, {":who", "hash"}}, showFair},
+		{":holders", "hash"}, {":released", "zset"}, {":who", "hash"}, {":box", "hash"}}, showFair},
 }
 
 func kindByName(s string) (*kind, error) {
