@@ -147,6 +147,14 @@ type Call struct {
 	Err error
 }
 
+// FailCalls gives every call of a batch that cannot be sent (its context is
+// done, its client closed) the same error and no value.
+func FailCalls(calls []Call, err error) {
+	for i := range calls {
+		calls[i].Value, calls[i].Err = nil, err
+	}
+}
+
 // Batcher is an optional interface of a Backend that runs many script
 // calls in few round trips (a pipeline): what the lease renewer uses to
 // renew thousands of leases without a round trip each. Each call runs by

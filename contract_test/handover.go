@@ -258,14 +258,21 @@ func testHandOverWithdraw(t *testing.T, h Harness) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	awaitGrant(t, ctx, got, "the waiter behind the one that gave up was not handed the lock")
+}
+
+// awaitGrant waits for the lease a waiting Lock sends on got (nil when it
+// failed, which it reported) and releases it.
+func awaitGrant(t *testing.T, ctx context.Context, got <-chan latchkit.Lease, failure string) {
+	t.Helper()
 	select {
-	case nl := <-got:
-		if nl == nil {
+	case l := <-got:
+		if l == nil {
 			t.FailNow()
 		}
-		nl.Release(ctx)
+		l.Release(ctx)
 	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter behind the one that gave up was not handed the lock")
+		t.Fatal(failure)
 	}
 }
 
@@ -302,15 +309,7 @@ func testHandOverDeadWaiters(t *testing.T, h Harness) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case nl := <-got:
-		if nl == nil {
-			t.FailNow()
-		}
-		nl.Release(ctx)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the live waiter behind dead entries was not handed the lock")
-	}
+	awaitGrant(t, ctx, got, "the live waiter behind dead entries was not handed the lock")
 	if n := queued(t, b, p, "d"); n != 0 {
 		t.Fatalf("%d entries left in the queue", n)
 	}

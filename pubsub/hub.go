@@ -376,28 +376,27 @@ func (w *Waiter) Leave() {
 			gone = append(gone, name)
 		}
 	}
-	sub := h.unsubscribeLocked(gone)
+	h.settleLocked(gone)
+}
+
+// settleLocked unsubscribes the channels gone, which have been removed from
+// h.channels, or, when no channel is left, closes the subscription; then it
+// unlocks mu and, if the Hub has nothing left, tells onIdle.
+func (h *Hub) settleLocked(gone []string) {
+	var sub backend.Subscription
+	if len(h.channels) == 0 {
+		sub = h.detachLocked()
+	} else if h.sub != nil && len(gone) > 0 {
+		h.enqueueLocked(op{names: gone, gen: h.gen})
+	}
 	idle := len(h.channels) == 0 && !h.dialing && !h.working
 	h.mu.Unlock()
 	if sub != nil {
-		_ = sub.Close()
+		_ = sub.Close() // after mu: closing waits for the receive loop, which may wait for mu
 	}
 	if idle && h.onIdle != nil {
 		h.onIdle(h)
 	}
-}
-
-// unsubscribeLocked unsubscribes the channels gone, which have been removed
-// from h.channels; when no channel is left, it detaches the subscription
-// instead, for the caller to close once mu is released.
-func (h *Hub) unsubscribeLocked(gone []string) backend.Subscription {
-	if len(h.channels) == 0 {
-		return h.detachLocked()
-	}
-	if h.sub != nil && len(gone) > 0 {
-		h.enqueueLocked(op{names: gone, gen: h.gen})
-	}
-	return nil
 }
 
 // armSweepLocked makes sure a sweep runs within d.
@@ -432,15 +431,7 @@ func (h *Hub) sweepIdle() {
 	if next > 0 && !h.closed {
 		h.armSweepLocked(next)
 	}
-	sub := h.unsubscribeLocked(gone)
-	idle := len(h.channels) == 0 && !h.dialing && !h.working
-	h.mu.Unlock()
-	if sub != nil {
-		_ = sub.Close()
-	}
-	if idle && h.onIdle != nil {
-		h.onIdle(h)
-	}
+	h.settleLocked(gone)
 }
 
 // dropIdleLocked forgets the channels that nobody waits on, when the

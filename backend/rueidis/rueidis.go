@@ -85,9 +85,7 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		for i := range calls {
-			calls[i].Value, calls[i].Err = nil, err
-		}
+		backend.FailCalls(calls, err)
 		return
 	}
 	cmds := make(rd.Commands, len(calls))
