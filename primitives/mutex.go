@@ -193,9 +193,13 @@ type mutex struct {
 
 // NewMutex returns a Mutex named name on b: Redis's SET NX PX lock with an
 // owner-checked release, a fencing token per grant, auto-extend and
-// wake-on-release waiting. Its keys are prefix{name}, prefix{name}:fence
-// (kept forever, so that fences never repeat), prefix{name}:released and
-// prefix{name}:who (the holder's annotation, when middleware sets one).
+// wake-on-release waiting. A waiting Lock queues, and a release hands the
+// lock straight to the oldest live waiter, waking only it: waiters are
+// served in arrival order and a releasing holder cannot jump the queue. A
+// TryLock never queues. Its keys are prefix{name}, prefix{name}:fence (kept
+// forever, so that fences never repeat), prefix{name}:released,
+// prefix{name}:who (the holder's annotation, when middleware sets one) and
+// prefix{name}:q and :qlive (the queue, expiring with WithWaiterTimeout).
 func NewMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
 	m, err := newMutex(latchkit.KindMutex, b, name, opts)
 	if err != nil {

@@ -60,10 +60,11 @@ func WithMiddleware(m ...latchkit.Middleware) Option {
 func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
 
 // WithWaiterTimeout sets how long a waiter keeps its place in a queue
-// (a FairSemaphore ticket, an RWLock writer's intent) after its last
-// attempt (default 3s). Waiting calls re-attempt every third of it, so only
-// an abandoned waiter (its process gone) ever times out. It must be at
-// least 3ms.
+// (a Mutex's or FairSemaphore's queue, an RWLock writer's intent) after its
+// last attempt (default 3s). Waiting calls re-attempt every third of it, so
+// only an abandoned waiter (its process gone) ever times out. It also
+// bounds how long a lock or permit handed over to a waiter waits for that
+// waiter to confirm (at most the TTL). It must be at least 3ms.
 func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.waiterTimeout = d } }
 
 // WithInstanceTimeout bounds each call to one instance of a Redlock; it
