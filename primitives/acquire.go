@@ -21,9 +21,11 @@ type acquisition struct {
 	// req.WaitHint set.
 	attempt func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error)
 	// abandon, when set, runs after a waiting acquisition that made
-	// attempts gave up: it takes back a place its attempts queued, rather
-	// than let it hold others up until it times out.
-	abandon func(ctx context.Context, token string)
+	// attempts gave up: it takes back a place its attempts queued (and
+	// passes on what a hand-over gave it meanwhile), rather than let it
+	// hold others up until it times out. It must be idempotent: it is
+	// retried until it succeeds or a second has passed.
+	abandon func(ctx context.Context, token string) error
 	// wakeID: the primitive hands itself over to queued waiters and wakes
 	// them by wakeID(token).
 	wakeID bool
@@ -60,12 +62,30 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 	if err != nil {
 		if a.abandon != nil && !a.try && req.Attempts > 0 {
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			a.abandon(actx, token)
+			withdraw(actx, token, a.abandon)
 			cancel()
 		}
 		return nil, opErr(a.op, a.kind, a.name, err)
 	}
 	return l, nil
+}
+
+// withdraw runs abandon until it succeeds, fails for good (anything but an
+// unreachable Redis) or ctx ends, pausing a little more after each failure:
+// a queued place left behind would be handed the primitive, which would
+// then wait for a confirmation that never comes.
+func withdraw(ctx context.Context, token string, abandon func(context.Context, string) error) {
+	pause := 5 * time.Millisecond
+	for err := abandon(ctx, token); errors.Is(err, backend.ErrUnavailable); err = abandon(ctx, token) {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
 }
 
 // scriptAttempt is the attempt of a primitive whose acquire is one script

@@ -262,8 +262,9 @@ func (s *fairSemaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) 
 func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
 	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.wchans, try: try,
 		attempt: scriptAttempt(s.b, fairAcquire, s.keys, s.args, s, &s.cfg),
-		abandon: func(ctx context.Context, token string) {
-			_, _ = s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
+		abandon: func(ctx context.Context, token string) error {
+			_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
+			return err
 		}, wakeID: true}
 	if try {
 		a.chans = s.chans

@@ -183,7 +183,7 @@ type mutex struct {
 
 	// m.attempt and m.withdraw as func values, made once.
 	attemptFn  func(context.Context, *latchkit.Request, string) (latchkit.Lease, error)
-	withdrawFn func(context.Context, string)
+	withdrawFn func(context.Context, string) error
 
 	// Made by the first waiting Lock (most mutexes never wait).
 	waitOnce sync.Once
@@ -286,8 +286,9 @@ func (m *mutex) release(ctx context.Context, token string) (bool, error) {
 }
 
 // withdraw takes a Lock that gave up out of the queue.
-func (m *mutex) withdraw(ctx context.Context, token string) {
-	_, _ = m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, markerMS, m.handArg, m.entry(token)})
+func (m *mutex) withdraw(ctx context.Context, token string) error {
+	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, markerMS, m.handArg, m.entry(token)})
+	return err
 }
 
 func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {

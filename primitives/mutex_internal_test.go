@@ -233,3 +233,54 @@ func TestFailedReleaseStopsRenewals(t *testing.T) {
 		t.Errorf("%d renewals after the failed release", n)
 	}
 }
+
+// flakyWithdraw fails the first n withdraw scripts it sees as an
+// unreachable server would, after letting them reach nothing.
+type flakyWithdraw struct {
+	backend.Backend
+	n, seen atomic.Int32
+}
+
+func (f *flakyWithdraw) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if s == mutexWithdraw {
+		if f.seen.Add(1) <= f.n.Load() {
+			return nil, &backend.Error{Kind: backend.ErrUnavailable, Cause: errors.New("injected: connection reset")}
+		}
+	}
+	return f.Backend.Eval(ctx, s, keys, args)
+}
+
+// A Lock that gives up takes its place out of the queue even when the
+// first withdraw attempts fail on a flaky connection (retried, with a
+// pause): a place left behind would be handed the lock, which would then
+// sit unconfirmed for the waiter timeout.
+func TestWithdrawRetriedOnUnavailable(t *testing.T) {
+	m, b := newMiniBackend(t)
+	ctx := context.Background()
+	holder, err := NewMutex(b, "w", WithAutoExtend(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	fb := &flakyWithdraw{Backend: b}
+	fb.n.Store(3)
+	waiter, _ := NewMutex(fb, "w", WithAutoExtend(false))
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := waiter.Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock on a held mutex: %v", err)
+	}
+	if n := fb.seen.Load(); n != 4 {
+		t.Fatalf("%d withdraw calls, want 4 (3 failures, then success)", n)
+	}
+	q := KeyBase(DefaultPrefix, "w") + ":q"
+	if m.Exists(q) {
+		if members, _ := m.ZMembers(q); len(members) != 0 {
+			t.Fatalf("queue after the waiter gave up: %v, want empty", members)
+		}
+	}
+}

@@ -231,8 +231,9 @@ func (rw *rwlock) acquire(ctx context.Context, kind latchkit.Kind, try bool) (la
 			intent = "0" // a TryLock does not queue
 		}
 		a.attempt = scriptAttempt(rw.b, rwWrite, rw.keys, []string{rw.ttlArg, intent}, rwWriter{rw}, &rw.cfg)
-		a.abandon = func(ctx context.Context, token string) {
-			_, _ = rw.b.Eval(ctx, rwWithdraw, rw.keys, []string{token, rw.channel})
+		a.abandon = func(ctx context.Context, token string) error {
+			_, err := rw.b.Eval(ctx, rwWithdraw, rw.keys, []string{token, rw.channel})
+			return err
 		}
 	}
 	return rw.cfg.acquire(ctx, rw.b, a)
