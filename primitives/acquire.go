@@ -61,28 +61,41 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 	}
 	if err != nil {
 		if a.abandon != nil && !a.try && req.Attempts > 0 {
+			// One try now; while Redis is unreachable, more in the
+			// background, so that the caller is not held past its
+			// deadline.
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			withdraw(actx, token, a.abandon)
-			cancel()
+			if err := a.abandon(actx, token); errors.Is(err, backend.ErrUnavailable) {
+				go func() {
+					defer cancel()
+					withdraw(actx, token, a.abandon)
+				}()
+			} else {
+				cancel()
+			}
 		}
 		return nil, opErr(a.op, a.kind, a.name, err)
 	}
 	return l, nil
 }
 
-// withdraw runs abandon until it succeeds, fails for good (anything but an
-// unreachable Redis) or ctx ends, pausing a little more after each failure:
-// a queued place left behind would be handed the primitive, which would
-// then wait for a confirmation that never comes.
+// withdraw retries abandon, after a first try failed on an unreachable
+// Redis, until it succeeds, fails for good (anything but an unreachable
+// Redis) or ctx ends, pausing a little more each time: a queued place left
+// behind would be handed the primitive, which would then wait for a
+// confirmation that never comes.
 func withdraw(ctx context.Context, token string, abandon func(context.Context, string) error) {
 	pause := 5 * time.Millisecond
-	for err := abandon(ctx, token); errors.Is(err, backend.ErrUnavailable); err = abandon(ctx, token) {
+	for {
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
+		}
+		if err := abandon(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
+			return
 		}
 		pause = min(2*pause, 100*time.Millisecond)
 	}

@@ -32,8 +32,10 @@ type Mutex interface {
 // counter, 3 the release marker (the last released token, kept briefly so a
 // retried release can tell it already happened), 4 the holder's annotation
 // (latchkit.Request.Annotation, expiring with the lock), and, for the
-// scripts of a Mutex itself, 5 the wait queue (zset token -> arrival, server
-// µs) and 6 the waiters' liveness (zset token -> expiry, server ms).
+// scripts of a Mutex itself, 5 the wait queue (zset entry -> place: one
+// more than the last place when it joins, so arrival order holds whatever
+// the server's clock does) and 6 the waiters' liveness (zset entry ->
+// expiry, server ms).
 // MultiLock and Redlock pass the first four only: they never queue, and a
 // release of theirs hands nothing over.
 //
@@ -80,9 +82,13 @@ end
 local hint = redis.call('PTTL', KEYS[1])
 if ARGV[4] and ARGV[4] ~= '' then
   local wait = tonumber(ARGV[4])
+  local queued = redis.call('ZSCORE', KEYS[5], ARGV[6])
   redis.call('ZSCORE', KEYS[6], ARGV[6])
   local t = redis.call('TIME')
-  redis.call('ZADD', KEYS[5], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[6])
+  if not queued then
+    local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+    redis.call('ZADD', KEYS[5], (tonumber(last[2]) or 0) + 1, ARGV[6])
+  end
   redis.call('ZADD', KEYS[6], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + wait, ARGV[6])
   keep(KEYS[5], wait); keep(KEYS[6], wait)
   hint = math.min(hint, math.max(math.floor(wait / 3), 1))
