@@ -227,26 +227,25 @@ func JoinLive(b backend.Backend, id string, channels []string) *Waiter {
 		return nil
 	}
 	for _, name := range channels {
-		ch := h.channels[name]
-		if ch == nil || ch.gen != h.gen || ch.err != nil || !isClosed(ch.ready) {
+		if !h.chanLiveLocked(name) {
 			return nil
 		}
 	}
-	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1)}
-	for _, name := range channels {
-		ch := h.channels[name]
-		ch.idle = time.Time{}
-		ch.waiters = append(ch.waiters, w)
-	}
+	w, _ := h.registerLocked(id, channels) // every channel is live: nothing to subscribe
 	return w
 }
 
 // register adds a waiter for channels and starts whatever subscribing they
 // need; it returns the channels' ready signals to wait on.
 func (h *Hub) register(id string, channels []string) (*Waiter, []chan struct{}) {
-	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.registerLocked(id, channels)
+}
+
+// registerLocked is register with mu held.
+func (h *Hub) registerLocked(id string, channels []string) (*Waiter, []chan struct{}) {
+	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1)}
 	var ready []chan struct{}
 	var fresh []string
 	var freshChans []*channel
@@ -324,12 +323,18 @@ func (h *Hub) liveLocked(w *Waiter) bool {
 		return false
 	}
 	for _, name := range w.channels {
-		ch := h.channels[name]
-		if ch == nil || ch.gen != h.gen || ch.err != nil || !isClosed(ch.ready) {
+		if !h.chanLiveLocked(name) {
 			return false
 		}
 	}
 	return true
+}
+
+// chanLiveLocked reports whether channel name is confirmed subscribed on
+// the current subscription.
+func (h *Hub) chanLiveLocked(name string) bool {
+	ch := h.channels[name]
+	return ch != nil && ch.gen == h.gen && ch.err == nil && isClosed(ch.ready)
 }
 
 // Leave unregisters the waiter. A wake-up it received but did not use is
@@ -694,10 +699,7 @@ func (h *Hub) deliver(m backend.Message) {
 	if id, ok := strings.CutPrefix(m.Payload, targetPrefix); ok {
 		for _, w := range ch.waiters {
 			if w.id == id {
-				select {
-				case w.c <- struct{}{}:
-				default:
-				}
+				w.signal()
 				return
 			}
 		}
@@ -717,11 +719,20 @@ func (h *Hub) wakeLocked(ch *channel, n int) {
 		if n <= 0 {
 			return
 		}
-		select {
-		case w.c <- struct{}{}:
+		if w.signal() {
 			n--
-		default:
 		}
+	}
+}
+
+// signal gives w a wake-up unless one is already pending; it reports
+// whether it did.
+func (w *Waiter) signal() bool {
+	select {
+	case w.c <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
