@@ -277,7 +277,7 @@ func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, 
 }
 
 func (s *fairSemaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return flag(s.b.Eval(ctx, fairExtend, s.keys, []string{token, ms(ttl)}))
+	return extendBy(ctx, s, token, ttl)
 }
 
 func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error) {

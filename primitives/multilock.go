@@ -255,7 +255,7 @@ func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token s
 
 func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	if !ml.split {
-		return flag(ml.b.Eval(ctx, multiExtend, ml.keys, []string{token, ms(ttl)}))
+		return extendBy(ctx, ml, token, ttl)
 	}
 	for _, m := range ml.parts {
 		if held, err := m.extend(ctx, token, ttl); err != nil || !held {

@@ -284,7 +284,7 @@ func (m *mutex) attempt(ctx context.Context, req *latchkit.Request, token string
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexExtend, m.keys, []string{token, ms(ttl)}))
+	return extendBy(ctx, m, token, ttl)
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {

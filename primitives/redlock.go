@@ -255,7 +255,7 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexExtend, r.m.keys, []string{token, ms(ttl)}))
+		return flag(b.Eval(ctx, mutexExtend, r.m.keys, extendArgs(token, ttl)))
 	})
 	return r.quorumOf(held, errs)
 }

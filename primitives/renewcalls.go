@@ -1,6 +1,7 @@
 package primitives
 
 import (
+	"context"
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
@@ -18,36 +19,44 @@ type renewCaller interface {
 	renewCall(token string, ttl time.Duration) (b backend.Backend, s *backend.Script, keys, args []string, ok bool)
 }
 
+// extendBy is the extend of a holder whose renewal is one script call: it
+// runs the call renewCall describes, so that extend and the renewer's
+// batches cannot drift apart.
+func extendBy(ctx context.Context, rc renewCaller, token string, ttl time.Duration) (bool, error) {
+	b, s, keys, args, _ := rc.renewCall(token, ttl)
+	return flag(b.Eval(ctx, s, keys, args))
+}
+
 // extendArgs is the ARGV of every extend script: the token, then the TTL.
 func extendArgs(token string, ttl time.Duration) []string { return []string{token, ms(ttl)} }
 
-// renewCall mirrors mutex.extend.
+// renewCall is mutex's one extend call.
 func (m *mutex) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	return m.b, mutexExtend, m.keys, extendArgs(token, ttl), true
 }
 
-// renewCall mirrors fairSemaphore.extend.
+// renewCall is fairSemaphore's one extend call.
 func (s *fairSemaphore) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	return s.b, fairExtend, s.keys, extendArgs(token, ttl), true
 }
 
-// renewCall mirrors semaphore.extend.
+// renewCall is semaphore's one extend call.
 func (s *semaphore) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	return s.b, semExtend, s.keys, extendArgs(token, ttl), true
 }
 
-// renewCall mirrors rwReader.extend.
+// renewCall is rwReader's one extend call.
 func (r rwReader) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	return r.b, rwReadExtend, []string{r.keys[0], r.keys[3], r.keys[4], r.keys[5], r.keys[6]}, extendArgs(token, ttl), true
 }
 
-// renewCall mirrors rwWriter.extend.
+// renewCall is rwWriter's one extend call.
 func (w rwWriter) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	return w.b, rwWriteExtend, w.keys, extendArgs(token, ttl), true
 }
 
-// renewCall mirrors multiLock.extend: one script over every name, unless
-// the names are split over cluster nodes (then extend runs name by name).
+// renewCall is multiLock's one extend call over every name, unless the
+// names are split over cluster nodes (then extend runs name by name).
 func (ml *multiLock) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	if ml.split {
 		return nil, nil, nil, nil, false

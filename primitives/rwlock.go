@@ -242,7 +242,7 @@ func (rw *rwlock) acquire(ctx context.Context, kind latchkit.Kind, try bool) (la
 type rwReader struct{ *rwlock }
 
 func (r rwReader) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return flag(r.b.Eval(ctx, rwReadExtend, []string{r.keys[0], r.keys[3], r.keys[4], r.keys[5], r.keys[6]}, []string{token, ms(ttl)}))
+	return extendBy(ctx, r, token, ttl)
 }
 
 func (r rwReader) release(ctx context.Context, token string) (bool, error) {
@@ -256,7 +256,7 @@ func (r rwReader) ttl(ctx context.Context, token string) (time.Duration, bool, e
 type rwWriter struct{ *rwlock }
 
 func (w rwWriter) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return flag(w.b.Eval(ctx, rwWriteExtend, w.keys, []string{token, ms(ttl)}))
+	return extendBy(ctx, w, token, ttl)
 }
 
 func (w rwWriter) release(ctx context.Context, token string) (bool, error) {

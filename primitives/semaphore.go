@@ -184,7 +184,7 @@ func (s *semaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, erro
 }
 
 func (s *semaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return flag(s.b.Eval(ctx, semExtend, s.keys, []string{token, ms(ttl)}))
+	return extendBy(ctx, s, token, ttl)
 }
 
 func (s *semaphore) release(ctx context.Context, token string) (bool, error) {
