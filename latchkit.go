@@ -97,9 +97,15 @@ func Chain(a Acquire, mws ...Middleware) Acquire {
 }
 
 // Request describes one logical acquisition (one Lock, TryLock or Acquire
-// call) as it travels down a middleware chain. A new Request is made for
-// every call; middleware may read every field and set the ones documented
-// as theirs.
+// call) as it passes through the middleware of a primitive
+// (primitives.WithMiddleware). A new Request is made for every call. The
+// first six fields are the primitive's and read-only; a middleware may set
+// Annotation and OnAttempt before it calls next, and nothing else.
+//
+// The waiting itself (attempt, classify the outcome, wait for a release or
+// the retry policy's delay) happens inside the innermost Acquire, in
+// package primitives: a middleware sees one call per logical acquisition,
+// waiting included, and learns of each attempt through OnAttempt.
 type Request struct {
 	// Name is the primitive's name.
 	Name string
@@ -110,65 +116,82 @@ type Request struct {
 	// Backend is the Redis the primitive lives on. For a primitive spread
 	// over several backends (Redlock) it is the first of them.
 	Backend backend.Backend
-	// Channels are the release channels a waiter may subscribe to in order
-	// to be woken when the primitive may have become free. The slice may be
-	// shared between requests: read it, never modify it.
-	Channels []string
-	// WakeID, when set by the primitive, names this acquisition in
-	// targeted release messages: a primitive that hands itself over to one
-	// queued waiter on release (Mutex) wakes only that waiter, by this id
-	// (a digest of the token, never the token).
-	WakeID string
-	// Try is set for a single attempt (TryLock, TryAcquire): middleware must
-	// not wait or retry.
+	// Try is set for a single attempt (TryLock, TryAcquire).
 	Try bool
 	// Owner is the re-entry identity taken from the context (see
 	// primitives.WithOwner); empty when none was given.
 	Owner string
 
-	// Attempts counts the attempts made so far; the innermost Acquire
-	// increments it.
-	Attempts int
-	// WaitHint is set by a failed attempt: how long until the primitive
-	// frees itself at the latest if nobody releases it (for a Mutex, the
-	// holder's remaining TTL). Zero means unknown.
-	WaitHint time.Duration
-	// Waiter, when set (by pubsub.WakeOnRelease), lets a retrying middleware
-	// sleep until a release message arrives instead of polling.
-	Waiter Waiter
-
-	// Annotation, when set by middleware before the first attempt, is
-	// stored beside a grant, in the primitive's own keys and expiring with
-	// it, for waiters (and latchctl inspect) to read back as Holder. A
-	// tracing middleware stores the holder's span context there (a W3C
-	// traceparent). Never put a secret in it. At most MaxAnnotation bytes.
+	// Annotation, when set by middleware before it calls next, is stored
+	// beside a grant, in the primitive's own keys and expiring with it,
+	// for waiters (and latchctl inspect) to read back as
+	// HeldError.Holder. A tracing middleware stores the holder's span
+	// context there (a W3C traceparent). Never put a secret in it. At most
+	// MaxAnnotation bytes; a longer one is not stored.
 	Annotation string
-	// Holder is set by a failed attempt: the Annotation stored by the
-	// holder the attempt waits for (the one whose lease ends first when
-	// there are several); empty when it stored none.
-	Holder string
-	// OnAttempt, when set, is called after every attempt with its outcome
-	// (nil: granted), once Attempts, WaitHint and Holder are updated.
-	// Middleware that sets it must keep calling the function it replaces.
-	OnAttempt func(req *Request, err error)
+	// OnAttempt, when set by middleware before it calls next, is called
+	// after every attempt with its number (1, 2, ...) and its outcome:
+	// nil when granted, a *HeldError (matching ErrNotAcquired) when the
+	// primitive was held, another error otherwise. Middleware that sets it
+	// must keep calling the function it replaces. It runs on the
+	// acquisition's goroutine and must not block.
+	OnAttempt func(attempt int, err error)
 }
 
 // MaxAnnotation is the longest Request.Annotation a primitive stores; a
 // longer one is not stored.
 const MaxAnnotation = 256
 
-// Waiter is the hook through which a wake-up source (release messages)
-// shortens the waits of a retrying middleware. The retry middleware calls
-// Wait between attempts; without a Waiter it sleeps for its backoff delay.
-type Waiter interface {
-	// Wait blocks until a release may have freed the primitive, until
-	// fallback has elapsed, or until ctx is done (returning ctx.Err()).
-	// fallback is the delay the retry policy would sleep without
-	// notifications; the Waiter may wait longer when it is sure to be told
-	// of a release, never longer than the request's WaitHint when that is
-	// known. The first call may return at once: it subscribes, and an
-	// attempt made after it cannot miss a release.
-	Wait(ctx context.Context, req *Request, fallback time.Duration) error
+// HeldError is the error of an attempt that found the primitive held. It
+// matches ErrNotAcquired. A Try* call returns it (inside an *OpError); a
+// waiting call that gave up returns an error wrapping the last one, so
+// errors.As finds the holder it last waited for.
+type HeldError struct {
+	// WaitHint is how long until the primitive frees itself at the latest
+	// if nobody releases it (for a Mutex, the holder's remaining TTL);
+	// zero when unknown.
+	WaitHint time.Duration
+	// Holder is the Annotation stored by the holder the attempt waits for
+	// (the one whose lease ends first when there are several); empty when
+	// it stored none.
+	Holder string
+}
+
+// Error says the primitive was held and for how long at most.
+func (e *HeldError) Error() string {
+	if e.WaitHint > 0 {
+		return fmt.Sprintf("%v: held for up to %v", ErrNotAcquired, e.WaitHint)
+	}
+	return ErrNotAcquired.Error() + ": held"
+}
+
+// Is reports whether target is ErrNotAcquired.
+func (e *HeldError) Is(target error) bool { return target == ErrNotAcquired }
+
+// Wrapper is implemented by a lease that wraps another (the leases of
+// tracing and reentrancy middleware): Unwrap returns the wrapped lease.
+type Wrapper interface {
+	Unwrap() Lease
+}
+
+// Innermost returns the lease at the bottom of a chain of wrapped leases
+// (see Wrapper): the primitive's own lease, whatever middleware wrapped
+// it. Use it to reach a primitive's lease type, such as
+// primitives.MultiLease:
+//
+//	ml, ok := latchkit.Innermost(lease).(primitives.MultiLease)
+func Innermost(l Lease) Lease {
+	for {
+		w, ok := l.(Wrapper)
+		if !ok {
+			return l
+		}
+		inner := w.Unwrap()
+		if inner == nil {
+			return l
+		}
+		l = inner
+	}
 }
 
 // OpError is the error returned by every latchkit operation that fails for a

@@ -166,7 +166,7 @@ func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	var attempts atomic.Int64
 	count := func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-			req.OnAttempt = func(*latchkit.Request, error) { attempts.Add(1) }
+			req.OnAttempt = func(int, error) { attempts.Add(1) }
 			return next(ctx, req)
 		}
 	}

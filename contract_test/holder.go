@@ -35,12 +35,13 @@ func seeHolder(seen *[]string) primitives.Option {
 	return primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
 			prev := req.OnAttempt
-			req.OnAttempt = func(req *latchkit.Request, err error) {
+			req.OnAttempt = func(n int, err error) {
 				if prev != nil {
-					prev(req, err)
+					prev(n, err)
 				}
-				if err != nil {
-					*seen = append(*seen, req.Holder)
+				var held *latchkit.HeldError
+				if errors.As(err, &held) {
+					*seen = append(*seen, held.Holder)
 				}
 			}
 			return next(ctx, req)

@@ -23,6 +23,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Batch", func(t *testing.T) { RunBatch(t, h) })
 	t.Run("Mutex", func(t *testing.T) { RunMutex(t, h) })
 	t.Run("HandOver", func(t *testing.T) { RunHandOver(t, h) })
+	t.Run("GiveUp", func(t *testing.T) { RunGiveUp(t, h) })
 	t.Run("ReentrantMutex", func(t *testing.T) { RunReentrant(t, h) })
 	t.Run("Semaphore", func(t *testing.T) { RunSemaphore(t, h) })
 	t.Run("RWLock", func(t *testing.T) { RunRWLock(t, h) })

@@ -215,23 +215,31 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
 	defer span.End()
 	recording := span.IsRecording()
+	attempts := 0
 	if recording {
 		if t.cfg.holders && span.SpanContext().IsValid() {
 			req.Annotation = traceparent(ctx)
 		}
 		var linked map[trace.SpanID]bool
 		prev := req.OnAttempt
-		req.OnAttempt = func(r *latchkit.Request, err error) {
+		req.OnAttempt = func(n int, err error) {
 			if prev != nil {
-				prev(r, err)
+				prev(n, err)
+			}
+			attempts = n
+			var held *latchkit.HeldError
+			isHeld := errors.As(err, &held)
+			var hint time.Duration
+			if isHeld {
+				hint = held.WaitHint
 			}
 			span.AddEvent("latchkit.attempt", trace.WithAttributes(
-				AttrAttempt.Int(r.Attempts), AttrOutcome.String(outcome(ctx, err)),
-				AttrWaitHint.Int64(r.WaitHint.Milliseconds())))
-			if err == nil || r.Holder == "" || !t.cfg.holders || len(linked) >= maxHolderLinks {
+				AttrAttempt.Int(n), AttrOutcome.String(outcome(ctx, err)),
+				AttrWaitHint.Int64(hint.Milliseconds())))
+			if !isHeld || held.Holder == "" || !t.cfg.holders || len(linked) >= maxHolderLinks {
 				return
 			}
-			if sc := parseTraceparent(r.Holder); sc.IsValid() && !linked[sc.SpanID()] && sc.SpanID() != span.SpanContext().SpanID() {
+			if sc := parseTraceparent(held.Holder); sc.IsValid() && !linked[sc.SpanID()] && sc.SpanID() != span.SpanContext().SpanID() {
 				if linked == nil {
 					linked = map[trace.SpanID]bool{}
 				}
@@ -256,7 +264,7 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 	t.waitTime.Record(ctx, wait.Seconds(), byOutcome)
 	t.acquisitions.Add(ctx, 1, byOutcome)
 	if recording {
-		span.SetAttributes(AttrAttempts.Int(req.Attempts), AttrOutcome.String(out))
+		span.SetAttributes(AttrAttempts.Int(attempts), AttrOutcome.String(out))
 	}
 	if err != nil {
 		if out == OutcomeError || out == OutcomeCtxDone {
@@ -287,17 +295,17 @@ type tracedLease struct {
 	spanOpts []trace.SpanStartOption // of Release and Extend spans: kind, name, fence, a link to span
 	granted  time.Time
 
-	releasing atomic.Bool
-	recorded  atomic.Bool // hold time and loss are recorded once
+	recorded atomic.Bool // hold time and loss are recorded once
 }
 
-// Unwrap returns the lease Tracing wraps (for a primitive's own lease
-// type, such as primitives.MultiLease).
+// Unwrap returns the lease Tracing wraps (see latchkit.Innermost, which
+// reaches a primitive's own lease type, such as primitives.MultiLease).
 func (l *tracedLease) Unwrap() latchkit.Lease { return l.Lease }
 
-// ended runs when the lease's Context is done: on Release, or on loss.
+// ended runs when the lease's Context is done: on Release, or on loss
+// (also after a Release that failed, when the lease then runs out).
 func (l *tracedLease) ended() {
-	if !l.releasing.Load() {
+	if errors.Is(context.Cause(l.Context()), latchkit.ErrLeaseLost) {
 		l.markLost()
 	}
 }
@@ -318,7 +326,6 @@ func (l *tracedLease) markLost() {
 func (l *tracedLease) Release(ctx context.Context) error {
 	ctx, span := l.t.tr.Start(ctx, "latchkit.Release", l.spanOpts...)
 	defer span.End()
-	l.releasing.Store(true)
 	err := l.Lease.Release(ctx)
 	switch {
 	case errors.Is(err, latchkit.ErrLeaseLost):

@@ -535,3 +535,70 @@ func BenchmarkTracing(b *testing.B) {
 		})
 	}
 }
+
+// TestTracingLossAfterFailedRelease: a Release that fails (Redis cannot be
+// reached) leaves the outcome unknown; when the lease then runs out, the
+// loss is recorded (a LeaseLost span, latchkit.lease.lost, the hold time),
+// as for any lost lease.
+func TestTracingLossAfterFailedRelease(t *testing.T) {
+	tel := newTelemetry(t)
+	ms, bs := miniBackends(t, 1, nil)
+	m, _ := primitives.NewMutex(bs[0], "r", primitives.WithTTL(300*time.Millisecond), tel.tracing())
+	ctx := context.Background()
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx := l.Context()
+	ms[0].Close()
+	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err = l.Release(rctx)
+	cancel()
+	if err == nil || errors.Is(err, latchkit.ErrLeaseLost) {
+		t.Fatalf("Release with Redis gone: %v, want an unknown outcome", err)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease whose release failed did not run out")
+	}
+	var lost []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(time.Second); len(lost) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		lost = tel.ended("latchkit.LeaseLost", latchkit.KindMutex)
+	}
+	if len(lost) != 1 {
+		t.Fatalf("%d LeaseLost spans after the failed release and the lease running out, want 1", len(lost))
+	}
+	mt := tel.metrics(t)
+	if n := sum(t, mt["latchkit.lease.lost"]); n != 1 {
+		t.Errorf("latchkit.lease.lost = %d, want 1", n)
+	}
+	if n := sum(t, mt["latchkit.hold.duration"]); n != 1 {
+		t.Errorf("latchkit.hold.duration has %d points, want 1", n)
+	}
+}
+
+// TestInnermostReachesMultiLease: a MultiLock's lease wrapped by Tracing
+// and by Reentrant still reaches its primitives.MultiLease through
+// latchkit.Innermost.
+func TestInnermostReachesMultiLease(t *testing.T) {
+	tel := newTelemetry(t)
+	_, bs := miniBackends(t, 1, nil)
+	m, _ := primitives.NewMultiLock(bs[0], []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(middleware.Reentrant()))
+	ctx := primitives.WithOwner(context.Background(), "me")
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if _, ok := l.(primitives.MultiLease); ok {
+		t.Fatal("the wrapped lease is itself a MultiLease: the test would prove nothing")
+	}
+	ml, ok := latchkit.Innermost(l).(primitives.MultiLease)
+	if !ok {
+		t.Fatalf("Innermost(%T) is not a MultiLease", l)
+	}
+	if f := ml.Fences(); len(f) != 2 || f["a"] < 1 || f["b"] < 1 {
+		t.Errorf("fences %v", f)
+	}
+}

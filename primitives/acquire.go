@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/retry"
 )
 
 // acquisition describes one logical Lock or Acquire of a primitive.
@@ -15,86 +19,203 @@ type acquisition struct {
 	op    string // "lock" or "acquire", for errors
 	kind  latchkit.Kind
 	name  string
-	chans []string // release channels (read-only, may be shared)
+	chans []string // release channels a waiter listens on (read-only, may be shared)
 	try   bool
-	// attempt makes one attempt for token: a lease, or ErrNotAcquired with
-	// req.WaitHint set.
-	attempt func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error)
-	// abandon, when set, runs after a waiting acquisition that made
-	// attempts gave up: it takes back a place its attempts queued (and
-	// passes on what a hand-over gave it meanwhile), rather than let it
-	// hold others up until it times out. It must be idempotent: it is
-	// retried until it succeeds or a second has passed.
-	abandon func(ctx context.Context, token string) error
+	// attempt makes one attempt: a lease, a *latchkit.HeldError when the
+	// primitive is held, or another error.
+	attempt func(ctx context.Context, at *attempt) (latchkit.Lease, error)
+	// giveBack gives back whatever the token may hold or have queued: a
+	// grant whose reply was lost or came after the caller gave up, a place
+	// in a queue (passing on what a hand-over gave it meanwhile). It must
+	// be idempotent: it may run more than once. Nil: nothing to give back
+	// (the attempt cleans up after itself).
+	giveBack func(ctx context.Context, token string) error
+	// queues: a waiting attempt may leave a place behind (a queue entry, a
+	// ticket, an intent), so a waiting acquisition that gives up always
+	// gives back.
+	queues bool
 	// wakeID: the primitive hands itself over to queued waiters and wakes
 	// them by wakeID(token).
 	wakeID bool
 }
 
-// acquire runs a through the primitive's middleware chain with a new
-// token: the same token for every attempt, so that an attempt whose reply
-// was lost is recognized by the next one.
+// attempt is what one attempt of an acquisition knows.
+type attempt struct {
+	token      string // the acquisition's: the same for every attempt
+	n          int    // 1 for the first attempt
+	try        bool
+	annotation string // what to store beside a grant ("" for nothing)
+	// reach is the primitive's own progress mark, kept from one attempt to
+	// the next: a MultiLock on a Cluster records how many of its names
+	// its attempts have touched.
+	reach int
+}
+
+// giveBackTimeout bounds the give-back a caller waits for when its
+// acquisition ends without a grant; giveBackWindow is how long it is then
+// retried in the background while Redis cannot be reached. A call that gives
+// up therefore returns at most giveBackTimeout after its context ended.
+const (
+	giveBackTimeout = 250 * time.Millisecond
+	giveBackWindow  = time.Second
+)
+
+// acquire runs one logical acquisition: the user's middleware around the
+// wait loop.
 func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) (latchkit.Lease, error) {
-	req := &latchkit.Request{
-		Name: a.name, Kind: a.kind, TTL: c.ttl, Backend: b,
-		Channels: a.chans, Try: a.try, Owner: ownerFrom(ctx),
-	}
-	token := newToken()
-	if a.wakeID && !a.try {
-		req.WakeID = wakeID(token)
-	}
+	req := &latchkit.Request{Name: a.name, Kind: a.kind, TTL: c.ttl, Backend: b, Try: a.try, Owner: ownerFrom(ctx)}
 	var l latchkit.Lease
 	var err error
-	if a.try && c.builtinOnly() {
-		// The built-in middleware pass a Try straight through: one
-		// attempt, without building the chain (nor OnAttempt, which only
-		// middleware set).
-		l, err = a.attempt(ctx, req, token)
+	if len(c.mws) == 0 {
+		l, err = c.wait(ctx, req, &a)
 	} else {
-		l, err = c.chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-			l, err := a.attempt(ctx, req, token)
-			if req.OnAttempt != nil {
-				req.OnAttempt(req, err)
-			}
-			return l, err
-		})(ctx, req)
+		l, err = latchkit.Chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			return c.wait(ctx, req, &a)
+		}, c.mws...)(ctx, req)
 	}
 	if err != nil {
-		if a.abandon != nil && !a.try && req.Attempts > 0 {
-			// One try now; while Redis is unreachable, more in the
-			// background, so that the caller is not held past its
-			// deadline.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			if err := a.abandon(actx, token); errors.Is(err, backend.ErrUnavailable) {
-				go func() {
-					defer cancel()
-					withdraw(actx, token, a.abandon)
-				}()
-			} else {
-				cancel()
-			}
-		}
 		return nil, opErr(a.op, a.kind, a.name, err)
 	}
 	return l, nil
 }
 
-// withdraw retries abandon, after a first try failed on an unreachable
-// Redis, until it succeeds, fails for good (anything but an unreachable
-// Redis) or ctx ends, pausing a little more each time: a queued place left
-// behind would be handed the primitive, which would then wait for a
-// confirmation that never comes.
-func withdraw(ctx context.Context, token string, abandon func(context.Context, string) error) {
+// wait is the wait loop of every primitive: attempt, classify the outcome,
+// wait, until an attempt is granted, fails for good, the retry policy gives
+// up or ctx ends. Every attempt uses the same token, so that one whose reply
+// was lost is recognized by the next. Between attempts that found the
+// primitive held it waits for a release message (pubsub.Wake) or the
+// holder's remaining TTL, the retry policy's delay as the floor; between
+// attempts that could not reach Redis it sleeps for the policy's delay. A
+// single attempt (Try) never waits.
+//
+// When the acquisition ends without a grant, whatever its attempts may
+// have left in Redis is given back (see giveUp).
+func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition) (latchkit.Lease, error) {
+	at := &attempt{token: newToken(), try: a.try, annotation: annotation(req.Annotation)}
+	var (
+		policy backoff.BackOff
+		wake   *pubsub.Wake
+		unsure bool // an attempt's outcome is unknown: it may have been granted
+	)
+	if !a.try && len(a.chans) > 0 {
+		id := ""
+		if a.wakeID {
+			id = wakeID(at.token)
+		}
+		wake = pubsub.NewWake(req.Backend, id, a.chans)
+		defer wake.Close()
+	}
+	for {
+		at.n++
+		l, err := a.attempt(ctx, at)
+		if req.OnAttempt != nil {
+			req.OnAttempt(at.n, err)
+		}
+		if err == nil {
+			return l, nil
+		}
+		var held *latchkit.HeldError
+		isHeld := errors.As(err, &held)
+		unsure = unsure || (!isHeld && !definite(err))
+		if a.try || ctxDone(ctx) != nil || !retryable(err, isHeld) {
+			return nil, c.giveUp(ctx, a, at, unsure, err)
+		}
+		if policy == nil {
+			policy = c.retry()
+		}
+		d := policy.NextBackOff()
+		if d == backoff.Stop {
+			return nil, c.giveUp(ctx, a, at, unsure, fmt.Errorf("gave up after %d attempts: %w", at.n, err))
+		}
+		var werr error
+		switch {
+		case isHeld && wake != nil:
+			werr = wake.Wait(ctx, held.WaitHint, d)
+		case isHeld && held.WaitHint > 0:
+			werr = retry.Sleep(ctx, min(d, held.WaitHint))
+		default: // no release to wait for: Redis was not reached
+			werr = retry.Sleep(ctx, d)
+		}
+		if werr != nil {
+			return nil, c.giveUp(ctx, a, at, unsure, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
+		}
+	}
+}
+
+// retryable reports whether a waiting acquisition makes another attempt
+// after err: the primitive was held, or Redis could not be reached (trying
+// again is safe: an attempt that did get through finds its own token and
+// counts as granted). A grant the replicas did not acknowledge is not
+// retried: the replicas are not going to catch up by waiting.
+func retryable(err error, held bool) bool {
+	return held || (errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, ErrNotReplicated))
+}
+
+// definite reports whether a failed attempt's error proves that it holds
+// nothing: the script ran and refused (an error reply, a key of the wrong
+// type, a bad argument). Any other error (Redis unreachable, the context
+// ended mid-call, an unexpected reply) leaves the outcome unknown.
+func definite(err error) bool {
+	var re *backend.ReplyError
+	return errors.Is(err, latchkit.ErrInvalid) || errors.As(err, &re)
+}
+
+// ctxDone is ctx's error, or context.DeadlineExceeded once its deadline
+// has passed even if its timer has not fired yet.
+func ctxDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// giveUp ends an acquisition that was not granted, returning err. When an
+// attempt's outcome was unknown (unsure) or a waiting attempt may have
+// queued, whatever the token may hold or have queued is given back first:
+// a grant nobody knows of would otherwise keep the primitive taken for its
+// whole TTL (nothing renews it), and a queued place would be handed the
+// primitive and hold everyone up until it timed out. The give-back is tried
+// once, for at most giveBackTimeout; while Redis cannot be reached it is
+// retried in the background for giveBackWindow, so that the caller is not
+// held past its deadline by more than giveBackTimeout. When the caller's
+// context has ended, the error matches its error too, so that "I gave up"
+// can be told from "Redis is down".
+func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure bool, err error) error {
+	if a.giveBack != nil && (unsure || (a.queues && !a.try)) {
+		giveBack(ctx, at.token, a.giveBack)
+	}
+	if cerr := ctxDone(ctx); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// giveBack runs f for token once, bounded by giveBackTimeout, and, when
+// Redis could not be reached, again in the background (see retryGiveBack).
+func giveBack(ctx context.Context, token string, f func(context.Context, string) error) {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	err := f(gctx, token)
+	cancel()
+	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		go retryGiveBack(context.WithoutCancel(ctx), token, f)
+	}
+}
+
+// retryGiveBack retries f until it succeeds, fails for good (anything but
+// an unreachable Redis) or giveBackWindow has passed, pausing a little more
+// each time.
+func retryGiveBack(ctx context.Context, token string, f func(context.Context, string) error) {
+	ctx, cancel := context.WithTimeout(ctx, giveBackWindow)
+	defer cancel()
 	pause := 5 * time.Millisecond
 	for {
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, pause) != nil {
 			return
-		case <-t.C:
 		}
-		if err := abandon(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
+		if err := f(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
 			return
 		}
 		pause = min(2*pause, 100*time.Millisecond)
@@ -102,21 +223,39 @@ func withdraw(ctx context.Context, token string, abandon func(context.Context, s
 }
 
 // scriptAttempt is the attempt of a primitive whose acquire is one script
-// over fixed keys, with ARGV the token, then args, then the request's
-// annotation, replying {1, fence} or {0, hint ms, holder's annotation}.
-func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h holder, cfg *config) func(context.Context, *latchkit.Request, string) (latchkit.Lease, error) {
-	return func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
-		req.Attempts++
+// over fixed keys, with ARGV the token, then args, then the annotation,
+// replying {1, fence} or {0, hint ms, holder's annotation}.
+func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h holder, kind latchkit.Kind, name string, cfg *config) func(context.Context, *attempt) (latchkit.Lease, error) {
+	return func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
 		start := time.Now()
 		argv := make([]string, 0, len(args)+2)
-		argv = append(append(append(argv, token), args...), annotation(req))
+		argv = append(append(append(argv, at.token), args...), at.annotation)
 		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, argv)
 		if err != nil {
 			return nil, scriptErr(err)
 		}
-		l, err := grant(ctx, req, v, h, token, start, cfg)
+		l, err := grant(ctx, v, h, kind, name, at.token, start, cfg)
 		return cfg.acked(ctx, l, err, acks)
 	}
+}
+
+// grant turns an acquire script's {1, fence} or {0, hint ms, holder}
+// reply into a lease or a *latchkit.HeldError.
+func grant(ctx context.Context, v backend.Value, h holder, kind latchkit.Kind, name, token string, start time.Time, cfg *config) (latchkit.Lease, error) {
+	ok, n, holder, err := pair(v)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, heldErr(n, holder)
+	}
+	return newLease(ctx, h, kind, name, token, n, start, cfg), nil
+}
+
+// heldErr is the error of an attempt told the primitive is held, for up to
+// hint ms, by the holder whose annotation is holder.
+func heldErr(hint int64, holder string) *latchkit.HeldError {
+	return &latchkit.HeldError{WaitHint: max(time.Duration(hint)*time.Millisecond, 0), Holder: holder}
 }
 
 // ErrNotReplicated is the error of an attempt whose grant WAIT did not

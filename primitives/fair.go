@@ -188,6 +188,9 @@ type fairSemaphore struct {
 	args    []string // ttl, limit, waiter timeout, "0": a waiting attempt
 	tryArgs []string // the same, ending "1": a Try leaves no ticket
 	relArgs []string // release and withdraw ARGV after the token
+
+	attemptFn, tryFn func(context.Context, *attempt) (latchkit.Lease, error)
+	withdrawFn       func(context.Context, string) error
 }
 
 // NewFairSemaphore returns a semaphore of limit permits that grants them in
@@ -238,7 +241,7 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 	}
 	base := KeyBase(cfg.prefix, name) + ":fair"
 	inbox := pubsub.Inbox(b, base+":rel")
-	return &fairSemaphore{
+	s := &fairSemaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys: []string{base + ":queue", base + ":alive", base + ":tickets",
 			base + ":fence", base + ":holders", base + ":released", base + ":who", base + ":box"},
@@ -248,7 +251,17 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox},
 		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", ""},
 		relArgs: []string{base + ":rel", strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout))},
-	}, nil
+	}
+	s.attemptFn = scriptAttempt(b, fairAcquire, s.keys, s.args, s, kind, name, &s.cfg)
+	s.tryFn = scriptAttempt(b, fairAcquire, s.keys, s.tryArgs, s, kind, name, &s.cfg)
+	// The give-back of an acquisition that ended without a grant: its ticket
+	// leaves the queue, and a permit it holds (granted by an attempt whose
+	// reply was lost, or handed over) is passed on.
+	s.withdrawFn = func(ctx context.Context, token string) error {
+		_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
+		return err
+	}
+	return s, nil
 }
 
 func (s *fairSemaphore) Acquire(ctx context.Context) (latchkit.Lease, error) {
@@ -261,14 +274,10 @@ func (s *fairSemaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) 
 
 func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
 	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.wchans, try: try,
-		attempt: scriptAttempt(s.b, fairAcquire, s.keys, s.args, s, &s.cfg),
-		abandon: func(ctx context.Context, token string) error {
-			_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
-			return err
-		}, wakeID: true}
+		attempt: s.attemptFn, giveBack: s.withdrawFn, queues: true, wakeID: true}
 	if try {
 		a.chans = s.chans
-		a.attempt = scriptAttempt(s.b, fairAcquire, s.keys, s.tryArgs, s, &s.cfg)
+		a.attempt = s.tryFn
 	}
 	if s.kind == latchkit.KindFairMutex {
 		a.op = "lock"

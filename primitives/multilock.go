@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
 )
 
 // MultiLease is the lease of a MultiLock: besides Fence (the highest of its
@@ -22,80 +23,15 @@ type MultiLease interface {
 	Fences() map[string]int64
 }
 
-// The all-at-once MultiLock scripts: KEYS are the Mutex keys of every name
-// in canonical order, four per name (lock, fence, release marker,
-// annotation), so a MultiLock excludes, and is excluded by, a Mutex of any
-// of its names.
+// The MultiLock scripts of names on one server (lua/multi_*.lua), over
+// the Mutex keys of every name, six per name: a MultiLock excludes, and is
+// excluded by, a Mutex of any of its names, and waits in the same queues.
 var (
-	// ARGV: 1 token, 2 ttl ms, 3 annotation. Reply {1, fence...} with one
-	// fence per name, or {0, hint ms, annotation of the holder that
-	// blocks longest}. Nothing is written unless every name is free.
-	multiAcquire = backend.NewScript(luaFence + `
-local n = #KEYS / 4
-local mine, hint, who = 0, 0, false
-for i = 0, n - 1 do
-  local v = redis.call('GET', KEYS[i*4+1])
-  local bad = fence_of(KEYS[i*4+2]); if bad then return bad end
-  if v == ARGV[1] then
-    mine = mine + 1
-  elseif v then
-    local d = math.max(redis.call('PTTL', KEYS[i*4+1]), 1)
-    if d > hint then hint, who = d, redis.call('GET', KEYS[i*4+4]) end
-  end
-end
-if hint > 0 then return {0, hint, who} end
-local out = {1}
-for i = 0, n - 1 do
-  if mine == n then
-    redis.call('PEXPIRE', KEYS[i*4+1], ARGV[2])
-    out[#out+1] = tonumber(redis.call('GET', KEYS[i*4+2]) or '0')
-  else
-    out[#out+1] = redis.call('INCR', KEYS[i*4+2])
-    redis.call('SET', KEYS[i*4+1], ARGV[1], 'PX', ARGV[2])
-  end
-  if ARGV[3] ~= '' then redis.call('SET', KEYS[i*4+4], ARGV[3], 'PX', ARGV[2]) end
-end
-return out`)
-
-	// ARGV: 1 token, 2 marker ttl ms, then one channel per name. Releases
-	// every name still held; reply 1 when all were held (or already
-	// released by an earlier try), 0 when any had been lost.
-	multiRelease = backend.NewScript(`
-local n = #KEYS / 4
-local all = 1
-for i = 0, n - 1 do
-  if redis.call('GET', KEYS[i*4+1]) == ARGV[1] then
-    redis.call('SET', KEYS[i*4+3], ARGV[1], 'PX', ARGV[2])
-    redis.call('DEL', KEYS[i*4+1], KEYS[i*4+4])
-    redis.call('PUBLISH', ARGV[3+i], '1')
-  elseif redis.call('GET', KEYS[i*4+3]) ~= ARGV[1] then
-    all = 0
-  end
-end
-return all`)
-
-	// ARGV: 1 token, 2 ttl ms. Extends only when every name is held.
-	multiExtend = backend.NewScript(`
-local n = #KEYS / 4
-for i = 0, n - 1 do
-  if redis.call('GET', KEYS[i*4+1]) ~= ARGV[1] then return 0 end
-end
-for i = 0, n - 1 do
-  redis.call('PEXPIRE', KEYS[i*4+1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[i*4+4], ARGV[2])
-end
-return 1`)
-
-	// ARGV: 1 token. The smallest PTTL, or -3 when any name is not held.
-	multiTTL = backend.NewScript(`
-local n = #KEYS / 4
-local least = -1
-for i = 0, n - 1 do
-  if redis.call('GET', KEYS[i*4+1]) ~= ARGV[1] then return -3 end
-  local d = redis.call('PTTL', KEYS[i*4+1])
-  if least < 0 or d < least then least = d end
-end
-return least`)
+	multiAcquire  = loadScript("multi_acquire")
+	multiRelease  = loadScript("multi_release")
+	multiWithdraw = loadScript("multi_withdraw")
+	multiExtend   = loadScript("multi_extend")
+	multiTTL      = loadScript("multi_ttl")
 )
 
 type multiLock struct {
@@ -103,25 +39,41 @@ type multiLock struct {
 	names    []string // canonical order
 	label    string   // the names joined, for errors and spans
 	cfg      config
-	keys     []string // all names' keys, four per name
+	keys     []string // all names' Mutex keys, six per name
 	channels []string // one per name
 	parts    []*mutex // one Mutex per name, for the one-slot-at-a-time path
 	split    bool     // the names' keys may live on different servers
 	ttlArg   string
+	waitArg  string
+	handArg  string
+	inbox    string   // where a hand-over to a waiter of this process is told
+	chans    []string // a waiting Lock's: every name's release channel, and the inbox
+
+	attemptFn, tryFn   func(context.Context, *attempt) (latchkit.Lease, error)
+	withdrawFn, backFn func(context.Context, string) error
 }
 
 // NewMultiLock returns a Mutex over several names, taken all or nothing
 // (Redisson's MultiLock). Each name is locked exactly as a Mutex of that
-// name would be (same keys), so a MultiLock and a Mutex over a shared name
-// exclude each other. The names are taken in a canonical (sorted) order, so
-// two MultiLocks over overlapping names cannot deadlock, and a failed
-// attempt leaves none of its names held.
+// name would be (same keys, same wait queue), so a MultiLock and a Mutex
+// over a shared name exclude each other, and a release of either wakes the
+// other's waiters.
+//
+// A TryLock takes every name or none. A waiting Lock takes the names in a
+// canonical (sorted) order, as a thread takes mutexes in a fixed order: it
+// holds the names before the first one held by someone else (on one server
+// reserved for the waiter timeout and kept by its heartbeat; on a Cluster
+// locked for the TTL), queues on that one like a waiting Mutex Lock, and is
+// handed it on release, in arrival order; once it has every name it is
+// granted. Ordered holding keeps two MultiLocks over overlapping names from
+// deadlocking, and queueing keeps a stream of Mutex holders on one of its
+// names from starving it. A Lock that gives up leaves none of its names
+// held.
 //
 // On a single Redis (or a Sentinel-managed one) an attempt is one script
 // over all the names. On a Redis Cluster, where the names' keys may live on
-// different servers, an attempt locks the names one by one in order and
-// rolls back the ones it took when one is held; the lease then extends and
-// releases name by name too.
+// different servers, an attempt takes the names one by one in order; the
+// lease then extends and releases name by name too.
 //
 // Fence returns the highest of the names' fences, which strictly increases
 // from one grant of the same MultiLock to the next; the lease is a
@@ -147,85 +99,111 @@ func NewMultiLock(b backend.Backend, names []string, opts ...Option) (Mutex, err
 		}
 	}
 	ml := &multiLock{b: b, names: sorted, label: strings.Join(sorted, ","), cfg: cfg,
-		split: backend.IsCluster(b) && len(sorted) > 1, ttlArg: ms(cfg.ttl)}
+		split: backend.IsCluster(b) && len(sorted) > 1, ttlArg: ms(cfg.ttl),
+		waitArg: ms(cfg.waiterTimeout), handArg: ms(min(cfg.ttl, cfg.waiterTimeout))}
 	for _, n := range sorted {
 		m, err := newMutex(latchkit.KindMultiLock, b, n, opts)
 		if err != nil {
 			return nil, err
 		}
 		ml.parts = append(ml.parts, m)
-		ml.keys = append(ml.keys, m.keys...)
+		ml.keys = append(ml.keys, m.qkeys...)
 		ml.channels = append(ml.channels, m.channel)
 	}
+	ml.inbox = pubsub.Inbox(b, ml.channels[0])
+	ml.chans = append(slices.Clone(ml.channels), ml.inbox)
+	ml.attemptFn = func(ctx context.Context, at *attempt) (latchkit.Lease, error) { return ml.attempt(ctx, at) }
+	ml.tryFn = ml.attemptFn
+	ml.withdrawFn = func(ctx context.Context, token string) error { return ml.giveBack(ctx, token, ml.entry(token)) }
+	ml.backFn = func(ctx context.Context, token string) error { return ml.giveBack(ctx, token, "") }
 	return ml, nil
 }
 
 func (ml *multiLock) Lock(ctx context.Context) (latchkit.Lease, error) {
-	return ml.acquire(ctx, false)
+	return ml.cfg.acquire(ctx, ml.b, acquisition{op: "lock", kind: latchkit.KindMultiLock, name: ml.label,
+		chans: ml.chans, attempt: ml.attemptFn, giveBack: ml.withdrawFn, queues: true, wakeID: true})
 }
 
 func (ml *multiLock) TryLock(ctx context.Context) (latchkit.Lease, error) {
-	return ml.acquire(ctx, true)
+	return ml.cfg.acquire(ctx, ml.b, acquisition{op: "lock", kind: latchkit.KindMultiLock, name: ml.label,
+		try: true, attempt: ml.tryFn, giveBack: ml.backFn})
 }
 
-func (ml *multiLock) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	return ml.cfg.acquire(ctx, ml.b, acquisition{op: "lock", kind: latchkit.KindMultiLock, name: ml.label, chans: ml.channels, try: try,
-		attempt: func(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
-			req.Attempts++
-			start := time.Now()
-			fences, acks, err := ml.attempt(ctx, req, token)
-			if err != nil {
-				return nil, err
-			}
-			byName := make(map[string]int64, len(fences))
-			for i, n := range ml.names {
-				byName[n] = fences[i]
-			}
-			return ml.cfg.acked(ctx, &multiLease{
-				lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, token, slices.Max(fences), start, &ml.cfg),
-				fences: byName,
-			}, nil, acks)
-		}})
-}
+// entry is token's queue entry: the token and the inbox of this process.
+func (ml *multiLock) entry(token string) string { return token + " " + ml.inbox }
 
-// attempt takes every name or none, returning each name's fence and, with
-// WithReplicaAck, the fewest replicas any of its scripts reached.
-func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token string) ([]int64, int, error) {
-	if !ml.split {
-		v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, []string{token, ml.ttlArg, annotation(req)})
-		if err != nil {
-			return nil, 0, scriptErr(err)
-		}
-		a, ok := v.([]backend.Value)
-		if !ok || len(a) < 2 {
-			return nil, 0, badReply(v)
-		}
-		if a[0] != int64(1) { // {0, hint, holder}
-			_, hint, holder, err := pair(v)
-			if err != nil {
-				return nil, 0, err
-			}
-			req.WaitHint, req.Holder = time.Duration(hint)*time.Millisecond, holder
-			return nil, 0, latchkit.ErrNotAcquired
-		}
-		nums := make([]int64, len(a))
-		for i, x := range a {
-			if nums[i], ok = x.(int64); !ok {
-				return nil, 0, badReply(v)
-			}
-		}
-		if len(nums) != len(ml.names)+1 {
-			return nil, 0, badReply(v)
-		}
-		req.WaitHint, req.Holder = 0, ""
-		return nums[1:], acks, nil
+// attempt takes every name, or, waiting, as many as ordered holding allows
+// (see NewMultiLock).
+func (ml *multiLock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+	start := time.Now()
+	fences, acks, err := ml.take(ctx, at)
+	if err != nil {
+		return nil, err
 	}
-	// One name at a time, in canonical order; on the first that is held,
-	// give back the ones taken.
+	byName := make(map[string]int64, len(fences))
+	for i, n := range ml.names {
+		byName[n] = fences[i]
+	}
+	return ml.cfg.acked(ctx, &multiLease{
+		lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, at.token, slices.Max(fences), start, &ml.cfg),
+		fences: byName,
+	}, nil, acks)
+}
+
+// take runs one attempt, returning each name's fence and, with
+// WithReplicaAck, the fewest replicas any of its scripts reached.
+func (ml *multiLock) take(ctx context.Context, at *attempt) ([]int64, int, error) {
+	if ml.split {
+		return ml.takeEach(ctx, at)
+	}
+	args := make([]string, 0, 6+len(ml.channels))
+	args = append(args, at.token, ml.ttlArg, at.annotation, "", "", ml.handArg)
+	if !at.try {
+		args[3], args[4] = ml.waitArg, ml.entry(at.token)
+	}
+	args = append(args, ml.channels...)
+	v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, args)
+	if err != nil {
+		return nil, 0, scriptErr(err)
+	}
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) < 2 {
+		return nil, 0, badReply(v)
+	}
+	if a[0] != int64(1) { // {0, hint, holder}
+		_, hint, holder, err := pair(v)
+		if err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, heldErr(hint, holder)
+	}
+	if len(a) != len(ml.names)+1 {
+		return nil, 0, badReply(v)
+	}
+	fences := make([]int64, len(ml.names))
+	for i, x := range a[1:] {
+		if fences[i], ok = x.(int64); !ok {
+			return nil, 0, badReply(v)
+		}
+	}
+	return fences, acks, nil
+}
+
+// takeEach is an attempt on a Cluster: one name at a time, in canonical
+// order, each with the Mutex's own script. A TryLock that finds a name held
+// gives back the names it took. A waiting Lock keeps the names before the
+// first held one (their locks refreshed by each attempt), queues on that
+// one, and gives back whatever it may hold or have queued beyond it.
+func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, error) {
 	fences := make([]int64, 0, len(ml.parts))
 	least := 0
 	for i, m := range ml.parts {
-		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.keys, []string{token, ml.ttlArg, annotation(req)})
+		args := []string{at.token, ml.ttlArg, at.annotation}
+		if !at.try {
+			args = append(args, ml.waitArg, ml.entry(at.token))
+		}
+		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
+		at.reach = max(at.reach, i+1)
 		if i == 0 || acks < least {
 			least = acks
 		}
@@ -233,24 +211,48 @@ func (ml *multiLock) attempt(ctx context.Context, req *latchkit.Request, token s
 			var ok bool
 			var n int64
 			var holder string
-			if ok, n, holder, err = pair(v); err == nil && !ok {
-				req.WaitHint = max(time.Duration(n)*time.Millisecond, 0)
-				req.Holder = holder
-				err = latchkit.ErrNotAcquired
-			} else if err == nil {
+			if ok, n, holder, err = pair(v); err == nil && ok {
 				fences = append(fences, n)
 				continue
+			} else if err == nil {
+				err = heldErr(n, holder)
 			}
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		for _, taken := range ml.parts[:i+1] { // i too: its outcome may be unknown
-			_, _ = taken.release(rctx, token)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		defer cancel()
+		if at.try {
+			// All or nothing: give back the names taken, and this one,
+			// whose outcome may be unknown.
+			for _, taken := range ml.parts[:i+1] {
+				_ = taken.giveBack(gctx, at.token)
+			}
+		} else if _, held := err.(*latchkit.HeldError); held {
+			// Hold nothing and queue nowhere beyond the name waited for
+			// (where an earlier attempt may have got).
+			for _, beyond := range ml.parts[i+1 : at.reach] {
+				_ = beyond.giveBackEntry(gctx, at.token, ml.entry(at.token))
+			}
+			at.reach = i + 1
 		}
-		cancel()
 		return nil, 0, scriptErr(err)
 	}
-	req.WaitHint, req.Holder = 0, ""
 	return fences, least, nil
+}
+
+// giveBack gives back what an acquisition that ended without a grant may
+// hold (reserved, granted by an attempt whose reply was lost, handed over)
+// or have queued (entry; "" for none).
+func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
+	if !ml.split {
+		args := append([]string{token, ml.handArg, entry}, ml.channels...)
+		_, err := ml.b.Eval(ctx, multiWithdraw, ml.keys, args)
+		return err
+	}
+	var errs []error
+	for _, m := range ml.parts {
+		errs = append(errs, m.giveBackEntry(ctx, token, entry))
+	}
+	return errors.Join(errs...)
 }
 
 func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
@@ -267,7 +269,7 @@ func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration
 
 func (ml *multiLock) release(ctx context.Context, token string) (bool, error) {
 	if !ml.split {
-		args := append([]string{token, markerMS}, ml.channels...)
+		args := append([]string{token, markerMS, ml.handArg}, ml.channels...)
 		return flag(ml.b.Eval(ctx, multiRelease, ml.keys, args))
 	}
 	all := true

@@ -31,14 +31,13 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	req := &latchkit.Request{Kind: latchkit.KindMutex}
 	tok := newToken()
-	first, err := mu.attempt(ctx, req, tok)
+	first, err := mu.attempt(ctx, &attempt{token: tok, n: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.FastForward(30 * time.Second)
-	again, err := mu.attempt(ctx, req, tok)
+	again, err := mu.attempt(ctx, &attempt{token: tok, n: 2})
 	if err != nil {
 		t.Fatalf("retried attempt: %v", err)
 	}
@@ -51,19 +50,16 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 	// Another token is still excluded. A Try is told the holder's remaining
 	// TTL; a waiting Lock, which queues, is told to come back within a
 	// third of the waiter timeout, to keep its place.
-	try := &latchkit.Request{Kind: latchkit.KindMutex, Try: true}
-	if _, err := mu.attempt(ctx, try, newToken()); !errors.Is(err, latchkit.ErrNotAcquired) {
+	var held *latchkit.HeldError
+	if _, err := mu.attempt(ctx, &attempt{token: newToken(), n: 1, try: true}); !errors.As(err, &held) {
 		t.Errorf("other token: %v", err)
+	} else if held.WaitHint < 59*time.Second {
+		t.Errorf("wait hint %v, want the holder's remaining ttl", held.WaitHint)
 	}
-	if try.WaitHint < 59*time.Second {
-		t.Errorf("wait hint %v, want the holder's remaining ttl", try.WaitHint)
-	}
-	wait := &latchkit.Request{Kind: latchkit.KindMutex}
-	if _, err := mu.attempt(ctx, wait, newToken()); !errors.Is(err, latchkit.ErrNotAcquired) {
+	if _, err := mu.attempt(ctx, &attempt{token: newToken(), n: 1}); !errors.As(err, &held) {
 		t.Errorf("other token: %v", err)
-	}
-	if want := DefaultWaiterTimeout / 3; wait.WaitHint != want {
-		t.Errorf("queued wait hint %v, want %v", wait.WaitHint, want)
+	} else if want := DefaultWaiterTimeout / 3; held.WaitHint != want {
+		t.Errorf("queued wait hint %v, want %v", held.WaitHint, want)
 	}
 }
 
@@ -74,7 +70,7 @@ func TestMutexRetriedReleaseIsNotLost(t *testing.T) {
 	mu, _ := newMutex(latchkit.KindMutex, b, "r", []Option{WithAutoExtend(false)})
 	ctx := context.Background()
 	tok := newToken()
-	if _, err := mu.attempt(ctx, &latchkit.Request{}, tok); err != nil {
+	if _, err := mu.attempt(ctx, &attempt{token: tok, n: 1, try: true}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
@@ -89,7 +85,7 @@ func TestMutexRetriedReleaseIsNotLost(t *testing.T) {
 	// A late retry of our release while tok2 holds reports our (earlier)
 	// release, and leaves tok2's lock alone.
 	tok2 := newToken()
-	if _, err := mu.attempt(ctx, &latchkit.Request{}, tok2); err != nil {
+	if _, err := mu.attempt(ctx, &attempt{token: tok2, n: 1, try: true}); err != nil {
 		t.Fatal(err)
 	}
 	if held, err := mu.release(ctx, tok); err != nil || !held {
@@ -212,8 +208,7 @@ func TestFailedReleaseStopsRenewals(t *testing.T) {
 	mu, _ := newMutex(latchkit.KindMutex, b, "u", []Option{WithTTL(150 * time.Millisecond)})
 	var extends atomic.Int32
 	ctx := context.Background()
-	req := &latchkit.Request{Kind: latchkit.KindMutex}
-	if _, err := mu.attempt(ctx, req, "tok"); err != nil {
+	if _, err := mu.attempt(ctx, &attempt{token: "tok", n: 1, try: true}); err != nil {
 		t.Fatal(err)
 	}
 	l := newLease(ctx, unreleasable{mu, &extends}, latchkit.KindMutex, "u", "tok", 1, time.Now(), &config{ttl: 150 * time.Millisecond, autoExtend: true})

@@ -3,13 +3,11 @@ package primitives
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/pubsub"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -36,8 +34,6 @@ type config struct {
 	ackTimeout  time.Duration // WithReplicaAck
 
 	log *slog.Logger // WithLogger; nil: discard
-
-	stack []latchkit.Middleware // mws, then wake-on-release and retry
 }
 
 // WithTTL sets the lease time (default 10s). It must be at least 1ms.
@@ -50,7 +46,8 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 func WithAutoExtend(on bool) Option { return func(c *config) { c.autoExtend = on } }
 
 // WithMiddleware adds middleware around every acquisition, the first
-// outermost. They wrap the built-in chain (wake-on-release and retry).
+// outermost. A middleware sees one call per Lock, TryLock or Acquire, the
+// waiting included, and each attempt through Request.OnAttempt.
 func WithMiddleware(m ...latchkit.Middleware) Option {
 	return func(c *config) { c.mws = append(c.mws, m...) }
 }
@@ -157,51 +154,18 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 	if c.retry == nil {
 		c.retry = defaultRetry
 	}
-	c.build()
 	return c, nil
 }
 
-// use adds m after the user's middleware, before the built-in ones.
+// use adds m after the user's middleware: innermost, around the wait
+// loop.
 func (c *config) use(m latchkit.Middleware) {
 	c.mws = append(c.mws[:len(c.mws):len(c.mws)], m)
-	c.build()
 }
 
-func (c *config) build() {
-	if len(c.mws) == 0 && isDefault(c.retry) {
-		c.stack = defaultStack
-		return
-	}
-	c.stack = make([]latchkit.Middleware, 0, len(c.mws)+2)
-	c.stack = append(c.stack, c.mws...)
-	c.stack = append(c.stack, wakeOnRelease, retry.Middleware(c.retry))
-}
-
-// The defaults are built once: policies and middleware are immutable
-// values, safe to share.
-var (
-	defaultRetry  = retry.Exponential()
-	wakeOnRelease = pubsub.WakeOnRelease()
-	defaultStack  = []latchkit.Middleware{wakeOnRelease, retry.Middleware(defaultRetry)}
-)
-
-// isDefault reports whether p is the default policy (the same function
-// value), so that the default stack can be shared.
-func isDefault(p retry.Policy) bool {
-	return reflect.ValueOf(p).Pointer() == reflect.ValueOf(defaultRetry).Pointer()
-}
-
-// chain is the acquisition path of a primitive: the user's middleware
-// outermost, then wake-on-release and retry, then one attempt.
-// builtinOnly reports whether the chain holds only the built-in
-// middleware with their defaults (wake-on-release, then the default retry).
-func (c *config) builtinOnly() bool {
-	return len(c.stack) == len(defaultStack) && len(c.mws) == 0 && isDefault(c.retry)
-}
-
-func (c *config) chain(attempt latchkit.Acquire) latchkit.Acquire {
-	return latchkit.Chain(attempt, c.stack...)
-}
+// defaultRetry is the policy when WithRetry is not given. Policies are
+// immutable values, safe to share.
+var defaultRetry = retry.Exponential()
 
 // KeyBase is the hash-tagged root of a primitive's keys: prefix{name}, the
 // name escaped so that a '{' or '}' inside it cannot move the tag ('%',

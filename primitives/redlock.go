@@ -125,11 +125,11 @@ type vote struct {
 	holder  string // the holder's annotation, when not granted
 }
 
-func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token string) (latchkit.Lease, error) {
-	req.Attempts++
+func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+	token := at.token
 	start := time.Now()
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
-		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, annotation(req)})
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation})
 		if err != nil {
 			return vote{}, scriptErr(err)
 		}
@@ -161,9 +161,7 @@ func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token stri
 	if len(granted) < r.quorum {
 		if countRefused(votes, errs) > 0 {
 			// Someone holds it somewhere: wait for a release.
-			req.WaitHint = time.Duration(hint) * time.Millisecond
-			req.Holder = holder
-			return fail(latchkit.ErrNotAcquired)
+			return fail(heldErr(hint, holder))
 		}
 		return fail(fmt.Errorf("%d of %d instances granted, quorum %d: %w", len(granted), len(r.bs), r.quorum, errors.Join(errs...)))
 	}
@@ -198,7 +196,6 @@ func (r *redlock) attempt(ctx context.Context, req *latchkit.Request, token stri
 	if validity := r.cfg.ttl - time.Since(start) - drift(r.cfg.ttl); validity <= 0 {
 		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired))
 	}
-	req.WaitHint, req.Holder = 0, ""
 	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, start, &r.cfg), nil
 }
 

@@ -109,9 +109,19 @@ redis.call('HSET', KEYS[5], ARGV[1], f)
 keep(KEYS[5], ttl); annotate()
 return {1, f}`)
 
-	// ARGV: 1 token. Withdraws a writer's intent (its Lock gave up).
+	// ARGV: 1 token, 2 channel. The give-back of a writer whose Lock
+	// ended without a grant: its intent is withdrawn, and the write lock
+	// is released if the token holds it (an attempt whose reply was lost).
+	// Readers kept out by the intent are woken when it was the last.
 	rwWithdraw = backend.NewScript(`
+local w = redis.call('GET', KEYS[2])
 if redis.call('ZREM', KEYS[3], ARGV[1]) == 1 and redis.call('ZCARD', KEYS[3]) == 0 then
+  redis.call('PUBLISH', ARGV[2], '*')
+end
+if w == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HDEL', KEYS[7], ARGV[1])
   redis.call('PUBLISH', ARGV[2], '*')
 end
 return 0`)
@@ -179,6 +189,9 @@ type rwlock struct {
 	chans   []string // {channel}
 	ttlArg  string
 	intent  string
+
+	readFn, writeFn, tryWriteFn func(context.Context, *attempt) (latchkit.Lease, error)
+	readBackFn, writeBackFn     func(context.Context, string) error
 }
 
 // NewRWLock returns a readers-writer lock named name on b: many readers or
@@ -195,7 +208,7 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 		return nil, err
 	}
 	base := KeyBase(cfg.prefix, name) + ":rw"
-	return &rwlock{
+	rw := &rwlock{
 		b: b, name: name, cfg: cfg,
 		keys: []string{base + ":readers", base + ":writer", base + ":waiting",
 			base + ":fence", base + ":fences", base + ":released", base + ":who"},
@@ -203,7 +216,22 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 		chans:   []string{base + ":rel"},
 		ttlArg:  ms(cfg.ttl),
 		intent:  ms(cfg.waiterTimeout),
-	}, nil
+	}
+	rw.readFn = scriptAttempt(b, rwRead, rw.keys, []string{rw.ttlArg}, rwReader{rw}, latchkit.KindReadLock, name, &rw.cfg)
+	rw.writeFn = scriptAttempt(b, rwWrite, rw.keys, []string{rw.ttlArg, rw.intent}, rwWriter{rw}, latchkit.KindWriteLock, name, &rw.cfg)
+	rw.tryWriteFn = scriptAttempt(b, rwWrite, rw.keys, []string{rw.ttlArg, "0"}, rwWriter{rw}, latchkit.KindWriteLock, name, &rw.cfg)
+	// The give-backs of an acquisition that ended without a grant: a read
+	// lease the token may hold; a writer's intent, and the write lock it may
+	// hold.
+	rw.readBackFn = func(ctx context.Context, token string) error {
+		_, err := rwReader{rw}.release(ctx, token)
+		return err
+	}
+	rw.writeBackFn = func(ctx context.Context, token string) error {
+		_, err := rw.b.Eval(ctx, rwWithdraw, rw.keys, []string{token, rw.channel})
+		return err
+	}
+	return rw, nil
 }
 
 func (rw *rwlock) RLock(ctx context.Context) (latchkit.Lease, error) {
@@ -224,16 +252,11 @@ func (rw *rwlock) TryLock(ctx context.Context) (latchkit.Lease, error) {
 
 func (rw *rwlock) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
 	a := acquisition{op: "lock", kind: kind, name: rw.name, chans: rw.chans, try: try,
-		attempt: scriptAttempt(rw.b, rwRead, rw.keys, []string{rw.ttlArg}, rwReader{rw}, &rw.cfg)}
+		attempt: rw.readFn, giveBack: rw.readBackFn}
 	if kind == latchkit.KindWriteLock {
-		intent := rw.intent
+		a.attempt, a.giveBack, a.queues = rw.writeFn, rw.writeBackFn, true
 		if try {
-			intent = "0" // a TryLock does not queue
-		}
-		a.attempt = scriptAttempt(rw.b, rwWrite, rw.keys, []string{rw.ttlArg, intent}, rwWriter{rw}, &rw.cfg)
-		a.abandon = func(ctx context.Context, token string) error {
-			_, err := rw.b.Eval(ctx, rwWithdraw, rw.keys, []string{token, rw.channel})
-			return err
+			a.attempt = rw.tryWriteFn // a TryLock does not queue
 		}
 	}
 	return rw.cfg.acquire(ctx, rw.b, a)

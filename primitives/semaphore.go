@@ -132,6 +132,9 @@ type semaphore struct {
 	channel string
 	chans   []string // {channel}
 	args    []string // ttl, limit
+
+	attemptFn  func(context.Context, *attempt) (latchkit.Lease, error)
+	giveBackFn func(context.Context, string) error
 }
 
 // NewSemaphore returns a counting semaphore of limit permits named name on
@@ -161,13 +164,19 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
 	base := KeyBase(cfg.prefix, name) + ":sem"
-	return &semaphore{
+	s := &semaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    []string{base, base + ":fence", base + ":fences", base + ":released", base + ":who"},
 		channel: base + ":rel",
 		chans:   []string{base + ":rel"},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit)},
-	}, nil
+	}
+	s.attemptFn = scriptAttempt(b, semAcquire, s.keys, s.args, s, kind, name, &s.cfg)
+	s.giveBackFn = func(ctx context.Context, token string) error {
+		_, err := s.release(ctx, token) // a permit the token may hold: nothing else is left behind
+		return err
+	}
+	return s, nil
 }
 
 func (s *semaphore) Acquire(ctx context.Context) (latchkit.Lease, error) {
@@ -180,7 +189,7 @@ func (s *semaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) {
 
 func (s *semaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
 	return s.cfg.acquire(ctx, s.b, acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
-		attempt: scriptAttempt(s.b, semAcquire, s.keys, s.args, s, &s.cfg)})
+		attempt: s.attemptFn, giveBack: s.giveBackFn})
 }
 
 func (s *semaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
@@ -193,22 +202,6 @@ func (s *semaphore) release(ctx context.Context, token string) (bool, error) {
 
 func (s *semaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
 	return remaining(s.b.Eval(ctx, semTTL, s.keys[:1], []string{token}))
-}
-
-// grant turns an acquire script's {flag, n} reply into a lease or a wait
-// hint.
-func grant(ctx context.Context, req *latchkit.Request, v backend.Value, h holder, token string, start time.Time, cfg *config) (latchkit.Lease, error) {
-	ok, n, holder, err := pair(v)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		req.WaitHint = max(time.Duration(n)*time.Millisecond, 0)
-		req.Holder = holder
-		return nil, latchkit.ErrNotAcquired
-	}
-	req.WaitHint, req.Holder = 0, ""
-	return newLease(ctx, h, req.Kind, req.Name, token, n, start, cfg), nil
 }
 
 // flag decodes a 1/0 script reply.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/pubsub"
 	"github.com/latchkit/latchkit/retry"
@@ -22,8 +24,8 @@ func (l *fakeLease) TTL(context.Context) (time.Duration, error)  { return time.S
 func (l *fakeLease) Extend(context.Context, time.Duration) error { return nil }
 func (l *fakeLease) Release(context.Context) error               { return nil }
 
-// lockSim is a fake innermost Acquire over an in-memory mutex: an attempt
-// fails with ErrNotAcquired (and the configured WaitHint) while the mutex is
+// lockSim is an in-memory mutex standing in for a primitive: an attempt
+// fails with a *latchkit.HeldError (and the configured hint) while it is
 // held. It records when each attempt was made.
 type lockSim struct {
 	mu       sync.Mutex
@@ -32,31 +34,29 @@ type lockSim struct {
 	freeAt   int // when > 0, the attempt with this number finds it free
 	attempts []time.Time
 	attemptC chan int
-	// before, when set, runs at the start of every attempt.
-	before func(req *latchkit.Request)
+	// before, when set, runs at the start of every attempt with the
+	// caller's name and the number of attempts it made before.
+	before func(name string, made int)
 }
 
 func newSim(held bool) *lockSim {
 	return &lockSim{held: held, attemptC: make(chan int, 1000)}
 }
 
-func (s *lockSim) acquire(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+func (s *lockSim) attempt(name string, made int) (latchkit.Lease, error) {
 	if s.before != nil {
-		s.before(req)
+		s.before(name, made)
 	}
-	req.Attempts++
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attempts = append(s.attempts, time.Now())
 	n := len(s.attempts)
 	s.attemptC <- n
 	if s.held && n != s.freeAt {
-		req.WaitHint = s.hint
-		return nil, &latchkit.OpError{Op: "lock", Kind: req.Kind, Name: req.Name, Err: latchkit.ErrNotAcquired}
+		return nil, &latchkit.HeldError{WaitHint: s.hint}
 	}
-	req.WaitHint = 0
 	s.held = true
-	return &fakeLease{name: req.Name}, nil
+	return &fakeLease{name: name}, nil
 }
 
 func (s *lockSim) setHeld(held bool) {
@@ -84,16 +84,35 @@ func (s *lockSim) nextAttempt(d time.Duration) int {
 	}
 }
 
-// chain is the primitives' acquisition path: wake-on-release, then retry,
-// then one attempt.
-func chain(s *lockSim, p retry.Policy, opts ...pubsub.Option) latchkit.Acquire {
-	// No linger unless a test asks: tests check that channels go.
-	return latchkit.Chain(s.acquire, pubsub.WakeOnRelease(append([]pubsub.Option{pubsub.WithLinger(0)}, opts...)...), retry.Middleware(p))
-}
+// waitFunc is one waiting acquisition named name, woken by releases on
+// channel.
+type waitFunc func(ctx context.Context, name, channel string) (latchkit.Lease, error)
 
-func (e *env) request(channel string) *latchkit.Request {
-	return &latchkit.Request{Name: "m", Kind: latchkit.KindMutex, TTL: time.Second,
-		Backend: e.fb, Channels: []string{channel}}
+// loop is the shape of the primitives' wait loop, reduced to what a Wake is
+// for: attempt until granted, waiting through a Wake between attempts
+// that found the primitive held, the policy's delay as the fallback.
+func loop(e *env, s *lockSim, p retry.Policy, opts ...pubsub.Option) waitFunc {
+	// No linger unless a test asks: tests check that channels go.
+	opts = append([]pubsub.Option{pubsub.WithLinger(0)}, opts...)
+	return func(ctx context.Context, name, channel string) (latchkit.Lease, error) {
+		k := pubsub.NewWake(e.fb, "", []string{channel}, opts...)
+		defer k.Close()
+		policy := p()
+		for made := 0; ; made++ {
+			l, err := s.attempt(name, made)
+			var held *latchkit.HeldError
+			if !errors.As(err, &held) {
+				return l, err
+			}
+			d := policy.NextBackOff()
+			if d == backoff.Stop {
+				return nil, err
+			}
+			if werr := k.Wait(ctx, held.WaitHint, d); werr != nil {
+				return nil, werr
+			}
+		}
+	}
 }
 
 type lockResult struct {
@@ -101,22 +120,21 @@ type lockResult struct {
 	err error
 }
 
-func lockAsync(ctx context.Context, acq latchkit.Acquire, req *latchkit.Request) <-chan lockResult {
+func lockAsync(ctx context.Context, acq waitFunc, name, channel string) <-chan lockResult {
 	res := make(chan lockResult, 1)
 	go func() {
-		l, err := acq(ctx, req)
+		l, err := acq(ctx, name, channel)
 		res <- lockResult{l, err}
 	}()
 	return res
 }
 
-func TestWakeOnReleaseEndsOnMessage(t *testing.T) {
+func TestWakeEndsOnMessage(t *testing.T) {
 	const fallback = 5 * time.Second
 	e := newEnv(t)
 	sim := newSim(true)
-	req := e.request("rel:m")
 	ctx, cancel := context.WithCancel(context.Background())
-	res := lockAsync(ctx, chain(sim, retry.Constant(fallback)), req)
+	res := lockAsync(ctx, loop(e, sim, retry.Constant(fallback)), "m", "rel:m")
 	defer func() { // end the Lock also when the test fails early
 		cancel()
 		if res != nil {
@@ -158,9 +176,6 @@ func TestWakeOnReleaseEndsOnMessage(t *testing.T) {
 	if n := len(sim.attemptTimes()); n != 3 {
 		t.Fatalf("%d attempts, want 3", n)
 	}
-	if req.Waiter != nil {
-		t.Fatal("the Waiter was left on the request")
-	}
 	// The waiter left: the channel is unsubscribed and the Hub is gone.
 	eventually(t, "unsubscribed", func() bool { return len(e.m.PubSubChannels("")) == 0 })
 	if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
@@ -171,13 +186,13 @@ func TestWakeOnReleaseEndsOnMessage(t *testing.T) {
 	}
 }
 
-func TestWakeOnReleaseEndsOnWaitHint(t *testing.T) {
+func TestWakeEndsOnWaitHint(t *testing.T) {
 	const fallback, hint = 10 * time.Second, 150 * time.Millisecond
 	e := newEnv(t)
 	sim := newSim(true)
 	sim.hint = hint
 	sim.freeAt = 3 // the holder's lease runs out, nobody publishes
-	_, err := chain(sim, retry.Constant(fallback))(context.Background(), e.request("rel:m"))
+	_, err := loop(e, sim, retry.Constant(fallback))(context.Background(), "m", "rel:m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,14 +205,14 @@ func TestWakeOnReleaseEndsOnWaitHint(t *testing.T) {
 	}
 }
 
-func TestWakeOnReleaseEndsOnContext(t *testing.T) {
+func TestWakeEndsOnContext(t *testing.T) {
 	const fallback = 10 * time.Second
 	e := newEnv(t)
 	sim := newSim(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := chain(sim, retry.Constant(fallback))(ctx, e.request("rel:m"))
+	_, err := loop(e, sim, retry.Constant(fallback))(ctx, "m", "rel:m")
 	el := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
@@ -211,67 +226,14 @@ func TestWakeOnReleaseEndsOnContext(t *testing.T) {
 	eventually(t, "unsubscribed", func() bool { return len(e.m.PubSubChannels("")) == 0 })
 }
 
-func TestWakeOnReleasePassThrough(t *testing.T) {
-	e := newEnv(t)
-	t.Run("try", func(t *testing.T) {
-		sim := newSim(true)
-		req := e.request("rel:m")
-		req.Try = true
-		_, err := chain(sim, retry.Constant(time.Millisecond))(context.Background(), req)
-		if !errors.Is(err, latchkit.ErrNotAcquired) {
-			t.Fatalf("err = %v", err)
-		}
-		if n := len(sim.attemptTimes()); n != 1 {
-			t.Fatalf("%d attempts, want 1", n)
-		}
-	})
-	t.Run("no channels", func(t *testing.T) {
-		sim := newSim(true)
-		req := e.request("rel:m")
-		req.Channels = nil
-		_, err := chain(sim, retry.MaxAttempts(retry.Constant(time.Millisecond), 3))(context.Background(), req)
-		if !errors.Is(err, latchkit.ErrNotAcquired) {
-			t.Fatalf("err = %v", err)
-		}
-		if n := len(sim.attemptTimes()); n != 3 {
-			t.Fatalf("%d attempts, want 3", n)
-		}
-	})
-	if n := e.fb.subscribeCalls(); n != 0 {
-		t.Fatalf("%d Subscribe calls, want none", n)
-	}
-}
-
-func TestWakeOnReleaseKeepsOuterWaiter(t *testing.T) {
-	e := newEnv(t)
-	sim := newSim(true)
-	sim.freeAt = 2
-	req := e.request("rel:m")
-	outer := &countingWaiter{}
-	req.Waiter = outer
-	if _, err := chain(sim, retry.Constant(time.Millisecond))(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
-	if req.Waiter != outer {
-		t.Fatal("the request's Waiter was not restored")
-	}
-}
-
-type countingWaiter struct{ n int }
-
-func (w *countingWaiter) Wait(context.Context, *latchkit.Request, time.Duration) error {
-	w.n++
-	return nil
-}
-
-func TestWakeOnReleaseNotLiveFallsBack(t *testing.T) {
+func TestWakeNotLiveFallsBack(t *testing.T) {
 	e := newEnv(t)
 	e.fb.fail(-1, nil) // the server never accepts a subscription
 	t.Run("policy delay", func(t *testing.T) {
 		sim := newSim(true)
 		sim.freeAt = 6
 		start := time.Now()
-		if _, err := chain(sim, retry.Constant(20*time.Millisecond))(context.Background(), e.request("rel:a")); err != nil {
+		if _, err := loop(e, sim, retry.Constant(20*time.Millisecond))(context.Background(), "m", "rel:a"); err != nil {
 			t.Fatal(err)
 		}
 		if el := time.Since(start); el > wait/2 {
@@ -284,7 +246,7 @@ func TestWakeOnReleaseNotLiveFallsBack(t *testing.T) {
 		sim.freeAt = 4
 		sim.hint = 30 * time.Millisecond
 		start := time.Now()
-		if _, err := chain(sim, retry.Constant(fallback))(context.Background(), e.request("rel:b")); err != nil {
+		if _, err := loop(e, sim, retry.Constant(fallback))(context.Background(), "m", "rel:b"); err != nil {
 			t.Fatal(err)
 		}
 		if el := time.Since(start); el > fallback/4 {
@@ -296,7 +258,7 @@ func TestWakeOnReleaseNotLiveFallsBack(t *testing.T) {
 	}
 }
 
-func TestWakeOnReleaseHandoff(t *testing.T) {
+func TestWakeHandoff(t *testing.T) {
 	// Several lockers contend for one mutex; each release publishes "1".
 	// The policy alone would sleep 10s between attempts: all of them must
 	// get through far sooner, each release waking the next waiter, none
@@ -304,7 +266,7 @@ func TestWakeOnReleaseHandoff(t *testing.T) {
 	const fallback, lockers = 10 * time.Second, 8
 	e := newEnv(t)
 	sim := newSim(false)
-	acq := chain(sim, retry.Constant(fallback))
+	acq := loop(e, sim, retry.Constant(fallback))
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, lockers)
@@ -312,7 +274,7 @@ func TestWakeOnReleaseHandoff(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*fallback)
 			defer cancel()
-			if _, err := acq(ctx, e.request("rel:m")); err != nil {
+			if _, err := acq(ctx, "m", "rel:m"); err != nil {
 				errs <- err
 				return
 			}
@@ -336,37 +298,34 @@ func TestWakeOnReleaseHandoff(t *testing.T) {
 		len(sim.attemptTimes()), e.fb.subscribeCalls())
 }
 
-func TestWakeOnReleaseSharesOneSubscription(t *testing.T) {
-	// A request enters WakeOnRelease while the backend's Hub has a waiter;
-	// that waiter leaves (the Hub goes idle and leaves the registry) before
-	// the request's first attempt has failed. The request must then wait
-	// on the backend's current Hub, the one later requests find, and not
-	// revive the idle one beside it: one subscription per backend.
+func TestWakeSharesOneSubscription(t *testing.T) {
+	// A waiter makes its Wake while the backend's Hub has another waiter;
+	// that one leaves (the Hub goes idle and leaves the registry) before
+	// the first attempt has failed. The waiter must then wait on the
+	// backend's current Hub, the one later waiters find, and not revive
+	// the idle one beside it: one subscription per backend.
 	e := newEnv(t)
 	sim := newSim(true)
 	gate := make(chan struct{})
 	entered := make(chan struct{})
-	sim.before = func(req *latchkit.Request) {
-		if req.Name == "y" && req.Attempts == 0 {
+	sim.before = func(name string, made int) {
+		if name == "y" && made == 0 {
 			close(entered)
 			<-gate
 		}
 	}
-	acq := chain(sim, retry.Constant(10*time.Second))
+	acq := loop(e, sim, retry.Constant(10*time.Second))
 
 	// x waits on another channel: were it rel:m, y would join x's live
 	// channel before its first attempt, and the Hub could not go idle.
 	xctx, xcancel := context.WithCancel(context.Background())
-	xreq := e.request("rel:x")
-	xres := lockAsync(xctx, acq, xreq)
+	xres := lockAsync(xctx, acq, "x", "rel:x")
 	eventually(t, "x subscribed", func() bool { return e.m.PubSubNumSub("rel:x")["rel:x"] == 1 })
 
-	yreq := e.request("rel:m")
-	yreq.Name = "y"
 	yctx, ycancel := context.WithCancel(context.Background())
 	defer ycancel()
-	yres := lockAsync(yctx, acq, yreq)
-	<-entered // y is inside WakeOnRelease, in its first attempt
+	yres := lockAsync(yctx, acq, "y", "rel:m")
+	<-entered // y has made its Wake, and is in its first attempt
 
 	xcancel() // x gives up and leaves: the Hub is idle
 	if r := <-xres; !errors.Is(r.err, context.Canceled) {
@@ -377,7 +336,7 @@ func TestWakeOnReleaseSharesOneSubscription(t *testing.T) {
 	close(gate) // y's attempt fails; y waits
 	zctx, zcancel := context.WithCancel(context.Background())
 	defer zcancel()
-	zres := lockAsync(zctx, acq, e.request("rel:m"))
+	zres := lockAsync(zctx, acq, "z", "rel:m")
 	eventually(t, "y and z subscribed", func() bool {
 		return e.m.PubSubNumSub("rel:m")["rel:m"] >= 1 && len(sim.attemptTimes()) >= 6
 	})
@@ -391,7 +350,7 @@ func TestWakeOnReleaseSharesOneSubscription(t *testing.T) {
 	<-zres
 }
 
-func TestWakeOnReleaseJoinsALiveChannelFirst(t *testing.T) {
+func TestWakeJoinsALiveChannelFirst(t *testing.T) {
 	// With the channel already subscribed (it lingers after an earlier
 	// wait), a request joins before its first attempt: its first wait
 	// sleeps until the release message, without a second attempt at once,
@@ -399,12 +358,12 @@ func TestWakeOnReleaseJoinsALiveChannelFirst(t *testing.T) {
 	const fallback = 5 * time.Second
 	e := newEnv(t)
 	sim := newSim(true)
-	acq := latchkit.Chain(sim.acquire, pubsub.WakeOnRelease(pubsub.WithLinger(time.Minute)), retry.Middleware(retry.Constant(fallback)))
+	acq := loop(e, sim, retry.Constant(fallback), pubsub.WithLinger(time.Minute))
 	sim.freeAt = 3
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// An earlier wait leaves rel:m lingering.
-	first := lockAsync(ctx, acq, e.request("rel:m"))
+	first := lockAsync(ctx, acq, "m", "rel:m")
 	if sim.nextAttempt(wait) != 1 || sim.nextAttempt(wait) != 2 {
 		t.Fatal("the first waiter did not subscribe and attempt again")
 	}
@@ -416,7 +375,7 @@ func TestWakeOnReleaseJoinsALiveChannelFirst(t *testing.T) {
 
 	sim.setHeld(true)
 	sim.freeAt = 5
-	res := lockAsync(ctx, acq, e.request("rel:m"))
+	res := lockAsync(ctx, acq, "m", "rel:m")
 	if sim.nextAttempt(wait) != 4 {
 		t.Fatal("no first attempt")
 	}

@@ -1,23 +1,20 @@
 // Package retry decides how a waiting Lock or Acquire paces its attempts:
-// backoff policies built on github.com/cenkalti/backoff/v4, and the
-// Middleware that loops over attempts.
+// backoff policies built on github.com/cenkalti/backoff/v4, given to a
+// primitive with primitives.WithRetry.
 //
-// Between attempts the middleware does not just sleep: when the request has
-// a Waiter (installed by pubsub.WakeOnRelease) it waits for a release
-// message, with the policy's delay and the holder's remaining TTL as the
-// timer that bounds the wait when no message comes.
+// The wait loop itself lives in package primitives. Between two attempts
+// that found the primitive held it does not just sleep: it waits for a
+// release message (package pubsub), and the policy's delay, cut short by
+// the holder's remaining TTL, is the timer that bounds the wait when no
+// message comes. Between attempts that could not reach Redis it sleeps for
+// the policy's delay. A policy that returns backoff.Stop ends the waiting.
 package retry
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-
-	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 )
 
 // Policy makes a fresh backoff for one logical acquisition. backoff.Stop
@@ -84,7 +81,7 @@ func MaxAttempts(p Policy, n int) Policy {
 
 // MaxElapsed makes p give up once d has passed since the first wait began
 // (right after the first attempt failed). The last wait is cut short to end
-// at the limit; a Waiter (see latchkit.Waiter) may still sleep past it.
+// at the limit; a wait for a release message may still sleep past it.
 func MaxElapsed(p Policy, d time.Duration) Policy {
 	return func() backoff.BackOff { return &elapsed{b: p(), limit: d, start: time.Now()} }
 }
@@ -108,70 +105,6 @@ func (e *elapsed) NextBackOff() time.Duration {
 }
 
 func (e *elapsed) Reset() { e.start = time.Now(); e.b.Reset() }
-
-// Middleware retries attempts until one succeeds, the policy gives up or
-// ctx is done. It retries an attempt that failed with ErrNotAcquired (the
-// primitive is held: it waits for a release through the request's Waiter,
-// or for the policy's delay) and one that failed with
-// backend.ErrUnavailable (a connection blip: it waits for the policy's
-// delay only; trying again is safe, since an attempt that did get through
-// finds its own token and counts as granted). Any other error ends the loop
-// at once. A Try request makes one attempt.
-//
-// When the policy gives up, the last attempt's error is returned, wrapped
-// with the number of attempts; when ctx ends the wait, the error matches
-// both ctx's error and the last attempt's error with errors.Is. A nil
-// policy means Exponential().
-func Middleware(p Policy) latchkit.Middleware {
-	if p == nil {
-		p = Exponential()
-	}
-	return func(next latchkit.Acquire) latchkit.Acquire {
-		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-			l, err := next(ctx, req)
-			if err == nil || req.Try || !retryable(err) {
-				return l, err
-			}
-			b := p()
-			for {
-				d := b.NextBackOff()
-				if d == backoff.Stop {
-					return nil, fmt.Errorf("gave up after %d attempts: %w", req.Attempts, err)
-				}
-				var werr error
-				if errors.Is(err, latchkit.ErrNotAcquired) {
-					werr = wait(ctx, req, d)
-				} else {
-					werr = Sleep(ctx, d) // no release to wait for: Redis was not reached
-				}
-				if werr != nil {
-					return nil, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", req.Attempts, werr, err)
-				}
-				l, err = next(ctx, req)
-				if err == nil || !retryable(err) {
-					return l, err
-				}
-			}
-		}
-	}
-}
-
-// retryable reports whether a failed attempt is worth another.
-func retryable(err error) bool {
-	return errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, backend.ErrUnavailable)
-}
-
-// wait sleeps between two attempts: through the request's Waiter when there
-// is one, otherwise for d, or less when the holder's TTL runs out sooner.
-func wait(ctx context.Context, req *latchkit.Request, d time.Duration) error {
-	if req.Waiter != nil {
-		return req.Waiter.Wait(ctx, req, d)
-	}
-	if req.WaitHint > 0 && req.WaitHint < d {
-		d = req.WaitHint
-	}
-	return Sleep(ctx, d)
-}
 
 // Sleep waits for d or until ctx is done, returning ctx.Err() in that case.
 func Sleep(ctx context.Context, d time.Duration) error {

@@ -1,0 +1,122 @@
+-- The functions the scripts share. Each block starts with a line
+-- "--@ name [uses other ...]"; a script names the blocks it needs in its
+-- own "--@uses" line, and the loader (scripts.go) puts those blocks, and
+-- the blocks they use, in front of it, in the order of this file.
+--
+-- Every script reads (and so type-checks) the keys it touches before it
+-- writes anything: a key holding another type raises WRONGTYPE while
+-- nothing has been changed yet. Where a script must write before it can
+-- know, it uses redis.pcall and copes.
+
+--@ now_ms
+-- now_ms is the server's clock in milliseconds: every expiry and ordering
+-- decision is made on it, never on a client's.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+--@ fence_of
+-- fence_of checks the fence counter at key without writing: nil when it is
+-- absent or an integer, else the WRONGTYPE error reply to return.
+local function fence_of(key)
+  local f = redis.call('GET', key)
+  if f and not tonumber(f) then
+    return redis.error_reply('WRONGTYPE fence counter ' .. key .. ' is not an integer')
+  end
+  return nil
+end
+
+--@ keep
+-- keep makes key live at least until ms from now, so that the keys of an
+-- abandoned primitive disappear once its last holder or waiter expired.
+local function keep(key, ms)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+
+--@ digest
+-- digest is what a hand-over's message names a waiter by: the first 16 hex
+-- digits of the SHA-1 of its token (primitives.wakeID), never the token.
+local function digest(tok)
+  return string.sub(redis.sha1hex(tok), 1, 16)
+end
+
+--@ fence_ok
+-- fence_ok reports whether the fence counter at key can be raised: absent
+-- or an integer (never raises, whatever the key holds).
+local function fence_ok(key)
+  local f = redis.pcall('GET', key)
+  return f == false or tonumber(f) ~= nil
+end
+
+--@ queue_len
+-- queue_len is the length of a mutex's wait queue q (zset entry -> place)
+-- with its liveness qlive (zset entry -> expiry, server ms), or 0 when
+-- either holds another type: a queue written over by someone else is no
+-- queue, and the lock is still freed.
+local function queue_len(q, qlive)
+  local n = redis.pcall('ZCARD', q)
+  if type(n) ~= 'number' or n == 0 then return 0 end
+  if type(redis.pcall('ZCARD', qlive)) ~= 'number' then return 0 end
+  return n
+end
+
+--@ enqueue uses now_ms keep
+-- enqueue puts entry at the back of the wait queue q (one more than the
+-- last place, so arrival order holds whatever the server's clock does),
+-- unless it is queued already, and marks it alive for wait ms: the waiter
+-- heartbeats by attempting every third of it.
+local function enqueue(q, qlive, entry, wait)
+  local queued = redis.call('ZSCORE', q, entry)
+  redis.call('ZSCORE', qlive, entry) -- type-checks qlive before any write
+  if not queued then
+    local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+    redis.call('ZADD', q, (tonumber(last[2]) or 0) + 1, entry)
+  end
+  redis.call('ZADD', qlive, now_ms() + wait, entry)
+  keep(q, wait); keep(qlive, wait)
+end
+
+--@ dequeue
+-- dequeue takes entry out of the wait queue, if it is there (a queue of
+-- another type is left alone).
+local function dequeue(q, qlive, entry)
+  if redis.pcall('ZREM', q, entry) == 1 then redis.call('ZREM', qlive, entry) end
+end
+
+--@ hand_over uses now_ms digest queue_len fence_ok
+-- hand_over frees the mutex lock held by tok, KEYS[k] being the lock and
+-- KEYS[k+1], KEYS[k+3], KEYS[k+4], KEYS[k+5] its fence counter,
+-- annotation, wait queue and liveness. It gives the lock to the oldest live
+-- waiter that is not tok (dropping dead entries, and tok's own, on the
+-- way): the lock key is set to that waiter's token for hand ms, the fence
+-- raised, and the waiter alone woken by a message on its process's inbox
+-- (the entry is "token inbox"; an entry without an inbox: on chan) naming
+-- it by digest. Without a queue (a Redlock's keys: KEYS[k+4] absent) or
+-- with an empty one, it deletes the lock; without a queue it also wakes a
+-- waiter per process on chan. It returns true when it handed the lock over.
+local function hand_over(k, tok, chan, hand)
+  local q, qlive = KEYS[k+4], KEYS[k+5]
+  if q and queue_len(q, qlive) > 0 and fence_ok(KEYS[k+1]) then
+    local now = now_ms()
+    while true do
+      local head = redis.call('ZRANGE', q, 0, 0)[1]
+      if not head then break end
+      local alive = redis.call('ZSCORE', qlive, head)
+      redis.call('ZREM', q, head)
+      redis.call('ZREM', qlive, head)
+      local t, box = string.match(head, '^(%S+) (.+)$')
+      t = t or head
+      if t ~= tok and alive and tonumber(alive) > now then
+        redis.call('INCR', KEYS[k+1])
+        redis.call('SET', KEYS[k], t, 'PX', hand)
+        redis.call('DEL', KEYS[k+3])
+        redis.call('PUBLISH', box or chan, '=' .. digest(t))
+        return true
+      end
+    end
+  end
+  redis.call('DEL', KEYS[k], KEYS[k+3])
+  if not q then redis.call('PUBLISH', chan, '1') end
+  return false
+end

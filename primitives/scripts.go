@@ -1,0 +1,85 @@
+package primitives
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// The Lua scripts live in lua/, one file per script, each starting with a
+// header that states its KEYS, ARGV and reply. Functions the scripts share
+// are blocks of lua/prelude.lua; a script names the blocks it needs in a
+// "--@uses a b ..." line, and loadScript puts them in front of it.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// preludeBlock is one shared function of lua/prelude.lua.
+type preludeBlock struct {
+	name string
+	uses []string
+	src  string
+}
+
+// prelude is lua/prelude.lua split into its blocks, in file order.
+var prelude = func() []preludeBlock {
+	src, err := luaFiles.ReadFile("lua/prelude.lua")
+	if err != nil {
+		panic(err) // embedded: cannot happen
+	}
+	var blocks []preludeBlock
+	for _, part := range strings.Split(string(src), "\n--@ ")[1:] {
+		header, body, _ := strings.Cut(part, "\n")
+		f := strings.Fields(header)
+		b := preludeBlock{name: f[0], src: body}
+		if len(f) > 2 && f[1] == "uses" {
+			b.uses = f[2:]
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks
+}()
+
+// loadScript returns the script of lua/name.lua with the prelude blocks it
+// uses (and the blocks those use) in front, in prelude order. It panics on
+// a missing file or block: scripts are loaded at package initialization,
+// so a mistake fails every test at once.
+func loadScript(name string) *backend.Script {
+	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(fmt.Sprintf("primitives: script %s: %v", name, err))
+	}
+	body := string(src)
+	need := map[string]bool{}
+	var add func(n string)
+	add = func(n string) {
+		if need[n] {
+			return
+		}
+		need[n] = true
+		for _, b := range prelude {
+			if b.name == n {
+				for _, u := range b.uses {
+					add(u)
+				}
+				return
+			}
+		}
+		panic(fmt.Sprintf("primitives: script %s uses %q, which lua/prelude.lua does not define", name, n))
+	}
+	if first, _, _ := strings.Cut(body, "\n"); strings.HasPrefix(first, "--@uses ") {
+		for _, n := range strings.Fields(strings.TrimPrefix(first, "--@uses ")) {
+			add(n)
+		}
+	}
+	var b strings.Builder
+	for _, blk := range prelude {
+		if need[blk.name] {
+			b.WriteString(blk.src)
+		}
+	}
+	b.WriteString(body)
+	return backend.NewScript(b.String())
+}

@@ -1,0 +1,266 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/retry"
+)
+
+// The wait loop (config.wait) on a scripted acquisition, without Redis:
+// each attempt returns the next of a list of outcomes.
+
+type okLease struct{ latchkit.Lease }
+
+// script is an acquisition whose attempts return outcomes in turn (the
+// last one forever), recording what the loop did.
+type script struct {
+	mu       sync.Mutex
+	outcomes []error // nil: granted
+	tokens   map[string]bool
+	attempts int
+	nums     []int
+	gave     atomic.Int32 // give-back calls
+	giveErr  func(n int32) error
+	giveWait time.Duration // how long the first give-back hangs (bounded by its ctx)
+}
+
+var errUnreachable = &backend.Error{Kind: backend.ErrUnavailable, Cause: errors.New("connection refused")}
+
+func held(hint time.Duration) error { return &latchkit.HeldError{WaitHint: hint, Holder: "h"} }
+
+func (s *script) acquisition(try, queues bool) acquisition {
+	return acquisition{op: "lock", kind: latchkit.KindMutex, name: "m", try: try, queues: queues,
+		attempt: func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.tokens == nil {
+				s.tokens = map[string]bool{}
+			}
+			s.tokens[at.token] = true
+			s.nums = append(s.nums, at.n)
+			s.attempts++
+			i := min(s.attempts, len(s.outcomes)) - 1
+			if err := s.outcomes[i]; err != nil {
+				return nil, err
+			}
+			return okLease{}, nil
+		},
+		giveBack: func(ctx context.Context, token string) error {
+			n := s.gave.Add(1)
+			if s.giveWait > 0 && n == 1 {
+				select {
+				case <-time.After(s.giveWait):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if s.giveErr != nil {
+				return s.giveErr(n)
+			}
+			return nil
+		}}
+}
+
+func (s *script) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts
+}
+
+func loopConfig(p retry.Policy) *config {
+	return &config{ttl: time.Second, retry: p, waiterTimeout: DefaultWaiterTimeout}
+}
+
+func run(ctx context.Context, c *config, a acquisition) (latchkit.Lease, *latchkit.Request, error) {
+	req := &latchkit.Request{Name: a.name, Kind: a.kind, Try: a.try}
+	var seen []int
+	req.OnAttempt = func(n int, err error) { seen = append(seen, n) }
+	l, err := c.wait(ctx, req, &a)
+	for i, n := range seen {
+		if n != i+1 {
+			panic(fmt.Sprintf("OnAttempt saw attempt %d as number %d", i+1, n))
+		}
+	}
+	return l, req, err
+}
+
+func TestWaitSucceedsAfterRetries(t *testing.T) {
+	s := &script{outcomes: []error{held(0), held(0), held(0), nil}}
+	l, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
+	if err != nil || l == nil {
+		t.Fatalf("lease %v err %v", l, err)
+	}
+	if s.count() != 4 || len(s.tokens) != 1 {
+		t.Fatalf("%d attempts with %d tokens, want 4 with one token", s.count(), len(s.tokens))
+	}
+	if s.gave.Load() != 0 {
+		t.Errorf("%d give-backs after a grant", s.gave.Load())
+	}
+}
+
+func TestWaitPolicyGivesUp(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := &script{outcomes: []error{held(0)}}
+			_, _, err := run(context.Background(), loopConfig(retry.MaxAttempts(retry.Constant(time.Millisecond), n)), s.acquisition(false, false))
+			if s.count() != n {
+				t.Fatalf("%d attempts, want %d", s.count(), n)
+			}
+			var h *latchkit.HeldError
+			if !errors.Is(err, latchkit.ErrNotAcquired) || !errors.As(err, &h) || h.Holder != "h" {
+				t.Fatalf("err = %v, want the last attempt's HeldError", err)
+			}
+			if want := fmt.Sprintf("gave up after %d attempts", n); !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %q, want it to say %q", err, want)
+			}
+			if s.gave.Load() != 0 {
+				t.Errorf("%d give-backs: every attempt was refused, and the primitive does not queue", s.gave.Load())
+			}
+		})
+	}
+	s := &script{outcomes: []error{held(0)}}
+	start := time.Now()
+	_, _, err := run(context.Background(), loopConfig(retry.MaxElapsed(retry.Constant(5*time.Millisecond), 100*time.Millisecond)), s.acquisition(false, false))
+	if !strings.Contains(fmt.Sprint(err), "gave up after") || time.Since(start) < 90*time.Millisecond || s.count() < 2 {
+		t.Fatalf("MaxElapsed: %v after %v and %d attempts", err, time.Since(start), s.count())
+	}
+}
+
+func TestWaitTryMakesOneAttempt(t *testing.T) {
+	s := &script{outcomes: []error{held(time.Hour)}}
+	start := time.Now()
+	_, _, err := run(context.Background(), loopConfig(retry.Constant(time.Hour)), s.acquisition(true, true))
+	if s.count() != 1 || !errors.Is(err, latchkit.ErrNotAcquired) || time.Since(start) > time.Second {
+		t.Fatalf("Try: %v after %d attempts and %v", err, s.count(), time.Since(start))
+	}
+	if s.gave.Load() != 0 {
+		t.Error("a Try refused by the server gave back: it holds and queues nothing")
+	}
+}
+
+func TestWaitOtherErrorsStop(t *testing.T) {
+	wrong := fmt.Errorf("%w: WRONGTYPE", latchkit.ErrInvalid)
+	for name, outcomes := range map[string][]error{
+		"first":             {wrong},
+		"later":             {held(0), held(0), wrong},
+		"bad reply":         {held(0), badReply("x")},
+		"not replicated":    {fmt.Errorf("%w; releasing failed: %w", ErrNotReplicated, errUnreachable)},
+		"closed client":     {&backend.Error{Kind: backend.ErrClosed, Cause: errors.New("closed")}},
+		"lease lost on try": {fmt.Errorf("wrapped: %w", latchkit.ErrLeaseLost)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &script{outcomes: outcomes}
+			_, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
+			if s.count() != len(outcomes) || !errors.Is(err, outcomes[len(outcomes)-1]) {
+				t.Fatalf("%v after %d attempts, want the last outcome after %d", err, s.count(), len(outcomes))
+			}
+		})
+	}
+}
+
+func TestWaitRetriesUnavailable(t *testing.T) {
+	s := &script{outcomes: []error{errUnreachable, errUnreachable, nil}}
+	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false)); err != nil || s.count() != 3 {
+		t.Fatalf("%v after %d attempts", err, s.count())
+	}
+	// An attempt that could not reach Redis may have been granted: the
+	// acquisition that ends without a grant gives it back, Try included.
+	for _, try := range []bool{true, false} {
+		s := &script{outcomes: []error{errUnreachable, held(0)}}
+		_, _, err := run(context.Background(), loopConfig(retry.MaxAttempts(retry.Constant(time.Millisecond), 2)), s.acquisition(try, false))
+		if !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, latchkit.ErrNotAcquired) {
+			t.Fatal(err)
+		}
+		if s.gave.Load() != 1 {
+			t.Errorf("try=%v: %d give-backs after an attempt of unknown outcome, want 1", try, s.gave.Load())
+		}
+	}
+}
+
+func TestWaitContext(t *testing.T) {
+	s := &script{outcomes: []error{held(0)}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := run(ctx, loopConfig(retry.Constant(time.Hour)), s.acquisition(false, true))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Fatalf("err = %v, want both DeadlineExceeded and ErrNotAcquired", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("returned %v after the start, deadline 50ms", el)
+	}
+	if s.gave.Load() != 1 {
+		t.Errorf("%d give-backs of a waiting Lock that may have queued, want 1", s.gave.Load())
+	}
+
+	// The attempt in flight when the deadline passes fails with the
+	// driver's own error (an I/O timeout, say), a moment before the
+	// context's timer fires: the error still says the caller gave up.
+	s = &script{outcomes: []error{errUnreachable}}
+	_, _, err = run(pastDeadline{context.Background()}, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("err = %v, want DeadlineExceeded (and the attempt's ErrUnavailable)", err)
+	}
+	if s.count() != 1 || s.gave.Load() != 1 {
+		t.Errorf("%d attempts and %d give-backs past the deadline, want 1 and 1", s.count(), s.gave.Load())
+	}
+}
+
+// pastDeadline is a context whose deadline has passed but whose timer has
+// not fired yet: Err is still nil.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+func TestWaitHintShortensSleep(t *testing.T) {
+	s := &script{outcomes: []error{held(20 * time.Millisecond), held(20 * time.Millisecond), nil}}
+	start := time.Now()
+	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Hour)), s.acquisition(false, false)); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("took %v: the holder's remaining 20ms should bound the 1h delay", el)
+	}
+}
+
+// A give-back is waited for at most giveBackTimeout; while Redis cannot be
+// reached it is retried in the background.
+func TestWaitGiveBackBounded(t *testing.T) {
+	s := &script{outcomes: []error{held(0)}, giveWait: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := run(ctx, loopConfig(retry.Constant(time.Hour)), s.acquisition(false, true))
+	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el > 20*time.Millisecond+giveBackTimeout+time.Second {
+		t.Fatalf("%v after %v: a hung give-back held the caller past deadline + %v", err, el, giveBackTimeout)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.gave.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the give-back that timed out was not tried again in the background (%d calls)", s.gave.Load())
+		}
+	}
+
+	s = &script{outcomes: []error{held(0)}, giveErr: func(n int32) error {
+		if n <= 3 {
+			return errUnreachable
+		}
+		return nil
+	}}
+	if _, _, err := run(context.Background(), loopConfig(retry.MaxAttempts(retry.Constant(time.Millisecond), 1)), s.acquisition(false, true)); err == nil {
+		t.Fatal("granted")
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.gave.Load() < 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d give-backs, want 3 failures then a success", s.gave.Load())
+		}
+	}
+}
