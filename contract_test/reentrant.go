@@ -15,7 +15,46 @@ func RunReentrant(t *testing.T, h Harness) {
 	runSteps(t, h, []step{
 		{"NestedDepth5", testReentrantDepth},
 		{"NoOwner", testReentrantNoOwner},
+		{"TryWhileOwnLockInFlight", testReentrantTryDoesNotWait},
 	})
+}
+
+// testReentrantTryDoesNotWait: while an owner's Lock waits (another owner
+// holds the mutex), the same owner's TryLock on another goroutine makes no
+// wait: it reports ErrNotAcquired at once instead of waiting for the Lock.
+func testReentrantTryDoesNotWait(t *testing.T, h Harness) {
+	p := prefix(t)
+	ctx := ctxT(t, 20*time.Second)
+	m, err := primitives.NewReentrantMutex(h.NewClient(t).Backend, "r", primitives.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rival, _ := primitives.NewReentrantMutex(h.NewClient(t).Backend, "r", primitives.WithPrefix(p))
+	alice := primitives.WithOwner(ctx, "alice")
+	held, err := rival.Lock(primitives.WithOwner(ctx, "bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockCtx, cancelLock := context.WithCancel(alice)
+	done := make(chan error, 1)
+	go func() {
+		l, err := m.Lock(lockCtx)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // alice's Lock is waiting
+	start := time.Now()
+	tryCtx, cancelTry := context.WithTimeout(alice, 3*time.Second)
+	_, err = m.TryLock(tryCtx)
+	cancelTry()
+	if took := time.Since(start); !errors.Is(err, latchkit.ErrNotAcquired) || took > time.Second {
+		t.Errorf("TryLock while the same owner's Lock waits: %v after %v, want ErrNotAcquired at once", err, took)
+	}
+	cancelLock()
+	<-done
+	held.Release(ctx)
 }
 
 // testReentrantDepth: one owner nests Lock/Release 5 deep. The Redis key is

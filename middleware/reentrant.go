@@ -80,6 +80,11 @@ func (r *reentrant) acquire(ctx context.Context, req *latchkit.Request, next lat
 				return nil, err
 			}
 			return &nested{r: r, k: k, h: h}, nil
+		case h.lease == nil && req.Try:
+			// The same owner is acquiring on another goroutine, and a Try
+			// does not wait: it does not hold it yet.
+			r.mu.Unlock()
+			return nil, fmt.Errorf("%w: the same owner's acquisition is in flight", latchkit.ErrNotAcquired)
 		case h.lease == nil:
 			// The same owner is acquiring on another goroutine: wait for
 			// its outcome instead of queueing behind ourselves in Redis.
@@ -111,6 +116,10 @@ type nested struct {
 	mu   sync.Mutex
 	done bool
 }
+
+// Unwrap returns the lease of the grant this level shares (see
+// latchkit.Innermost).
+func (n *nested) Unwrap() latchkit.Lease { return n.h.lease }
 
 func (n *nested) Name() string             { return n.h.lease.Name() }
 func (n *nested) Token() string            { return n.h.lease.Token() }
