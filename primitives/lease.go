@@ -53,10 +53,11 @@ type lease struct {
 	log        *slog.Logger // WithLogger; nil: discard
 
 	// renew serializes Extend and the renewer's renewals, so that a
-	// renewal computed with the old TTL cannot undo an Extend: a renewal
-	// holds it (TryLock; a lease whose Extend is in flight is looked at
-	// again soon) until its outcome is applied.
-	renew sync.Mutex
+	// renewal computed with the old TTL cannot undo an Extend: a token in
+	// it is held by the one running. A renewal only tries to take it (a
+	// lease whose Extend is in flight is looked at again soon); Extend
+	// waits for it no longer than its context allows.
+	renew chan struct{}
 	rs    renewState // with auto-extend: the lease's place in its renewer
 
 	mu       sync.Mutex
@@ -67,7 +68,7 @@ type lease struct {
 	released bool  // Release succeeded or found it lost
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	timer    *time.Timer // without auto-extend, once ctx exists: ends it at deadline
+	timer    *time.Timer // once ctx exists: ends it at deadline, whatever any call in flight does
 }
 
 // newLease starts a lease granted by an attempt that began at start.
@@ -75,7 +76,8 @@ type lease struct {
 func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, start time.Time, cfg *config) *lease {
 	ttl := cfg.ttl
 	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
-		parent: parent, autoExtend: cfg.autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl))}
+		parent: parent, autoExtend: cfg.autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl)),
+		renew: make(chan struct{}, 1)}
 	if l.autoExtend {
 		l.startRenewals()
 	}
@@ -96,22 +98,47 @@ func (l *lease) Name() string  { return l.name }
 func (l *lease) Token() string { return l.token }
 func (l *lease) Fence() int64  { return l.fence }
 
-// Context is made on first call. Without auto-extend it ends when the TTL
-// runs out by the client's reckoning (a timer); with it, when a renewal
-// fails. Either way it ends on Release.
+// Context is made on first call. It ends on Release, when a renewal finds
+// the lease gone, and at the lease's deadline by the client's own clock
+// (a timer, moved by every renewal and Extend that succeeds), whatever
+// calls are in flight: a renewal held up by a hung server or a driver that
+// ignores its context cannot keep it alive past the deadline. Its Err
+// checks the clock too, so a caller that asks Err sees a lease past its
+// deadline as done even before the timer has had a chance to run.
 func (l *lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
-		l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(l.parent))
-		switch {
-		case l.done:
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(l.parent))
+		l.ctx, l.cancel = leaseContext{ctx, l}, cancel
+		if l.done {
 			l.cancel(l.cause)
-		case !l.autoExtend:
+		} else {
 			l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 		}
 	}
 	return l.ctx
+}
+
+// leaseContext is a lease's Context: a cancelable context whose Err also
+// ends the lease once its deadline has passed (Done is closed before Err
+// returns, as the context contract wants).
+type leaseContext struct {
+	context.Context
+	l *lease
+}
+
+func (c leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	c.l.mu.Lock()
+	late := !c.l.done && !time.Now().Before(c.l.deadline)
+	c.l.mu.Unlock()
+	if late {
+		c.l.expire()
+	}
+	return c.Context.Err()
 }
 
 // end marks the lease done for cause and ends its Context, if it has one.
@@ -158,8 +185,12 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if done {
 		return l.opErr("extend", fmt.Errorf("lease already released or lost: %w", latchkit.ErrLeaseLost))
 	}
-	l.renew.Lock()
-	defer l.renew.Unlock()
+	select {
+	case l.renew <- struct{}{}:
+	case <-ctx.Done():
+		return l.opErr("extend", fmt.Errorf("waiting for a renewal in flight: %w", ctx.Err()))
+	}
+	defer func() { <-l.renew }()
 	start := time.Now()
 	held, err := l.h.extend(ctx, l.token, ttl)
 	if err != nil {
@@ -189,7 +220,8 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	released := l.released
+	released, lost := l.released, l.done && l.cause != errReleased
+	cause := l.cause
 	l.mu.Unlock()
 	if released {
 		return l.opErr("release", fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost))
@@ -205,18 +237,22 @@ func (l *lease) Release(ctx context.Context) error {
 		// Renewals stay off: the caller meant to give the lease up, and a
 		// lease renewed on behalf of a caller that gave up on it would
 		// block everyone for as long as the process lives. Unreleased, it
-		// expires with its TTL; its Context ends then.
+		// expires with its TTL; its Context ends then (its timer is armed).
 		l.mu.Lock()
 		l.autoExtend = false
-		if l.ctx != nil && l.timer == nil && !l.done {
-			l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
-		}
 		l.mu.Unlock()
 		return l.opErr("release", err)
 	}
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
+	if lost {
+		// Told lost before (its deadline passed, or a renewal found it
+		// gone): whatever the script found, the lease was not held
+		// throughout, and the caller was told so; the release only made
+		// sure nothing is left on the server.
+		return l.opErr("release", fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, cause))
+	}
 	if !held {
 		l.end(latchkit.ErrLeaseLost)
 		return l.opErr("release", latchkit.ErrLeaseLost)
@@ -234,12 +270,31 @@ func (l *lease) lose(cause error) {
 	l.end(cause)
 }
 
-// expire ends the context of a lease without auto-extend at its deadline.
+// expire ends the lease at its deadline, unless a renewal or an Extend
+// moved the deadline meanwhile (then the timer has been moved too). An
+// auto-extended lease may still be held on the server (a renewal got
+// through after the client gave up waiting for it): what it holds is given
+// back in the background.
 func (l *lease) expire() {
 	l.mu.Lock()
-	late := !time.Now().Before(l.deadline)
+	late := !l.done && !time.Now().Before(l.deadline)
+	renewing := l.autoExtend
 	l.mu.Unlock()
-	if late {
-		l.lose(fmt.Errorf("ttl ran out: %w", latchkit.ErrLeaseLost))
+	if !late {
+		return
 	}
+	l.lose(fmt.Errorf("ttl ran out before a renewal got through: %w", latchkit.ErrLeaseLost))
+	if renewing {
+		go l.giveBack()
+	}
+}
+
+// giveBack releases, best effort, a lease lost at its deadline: tried at
+// once and, while Redis cannot be reached, for a little longer (see
+// giveBack in acquire.go).
+func (l *lease) giveBack() {
+	giveBack(context.Background(), l.token, func(ctx context.Context, token string) error {
+		_, err := l.h.release(ctx, token)
+		return err
+	})
 }

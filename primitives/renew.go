@@ -1,32 +1,42 @@
 package primitives
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/registry"
 )
 
 // The renewer renews every auto-extended lease of one backend in the
 // process: one goroutine (running only while it has leases) keeps them in a
 // min-heap by the time of their next renewal and, when the earliest is due,
-// renews in one batch every lease due within a small slack of it. A batch
-// goes out in chunks of at most renewChunk script calls through
-// backend.Batcher (one pipeline each), a few chunks in flight at once;
-// without a Batcher the calls of a chunk run as concurrent Evals. Holders
-// whose renewal is not one script call (renewCaller) are renewed by their
-// extend method, a bounded number at once.
+// renews every lease due within a small slack of it. Its scheduling never
+// waits for I/O: each renewal runs on a goroutine of its own or of its
+// chunk, and a lease has at most one renewal in flight.
+//
+//   - Leases whose renewal is one script call (renewCaller) go out in
+//     chunks of at most renewChunk calls through backend.Batcher (one
+//     pipeline each; without a Batcher, concurrent Evals). A chunk waits
+//     for its replies at most half the time its earliest lease has left.
+//   - A lease whose last renewal failed (a chunk that timed out behind a
+//     hung server, a connection reset), and a lease renewed by its holder's
+//     extend (Redlock, a MultiLock split over Cluster slots), is renewed on
+//     its own, bounded by its own deadline, and its outcome applies as soon
+//     as its reply comes: a hung node delays only the leases on that node.
+//
+// Whatever the calls do, a lease's Context ends at its deadline by the
+// client's clock (its own timer, see lease.Context): the renewer only moves
+// that deadline when a renewal succeeds.
 const (
 	renewChunk       = 512 // script calls per pipeline
-	renewChunks      = 4   // chunks in flight per renewer
 	renewEvals       = 16  // concurrent Evals per chunk without a Batcher
-	renewExtends     = 64  // concurrent extend calls per renewer
 	renewBusyRetry   = 5 * time.Millisecond
 	renewMinRetry    = 5 * time.Millisecond
 	renewSlackFactor = 12                     // a lease due within ttl/12 of now is renewed now
@@ -35,7 +45,7 @@ const (
 
 // renewState is a lease's place in its renewer. Every field but r (set
 // once) and call is guarded by r.mu; call is guarded by the lease's renew
-// mutex.
+// token.
 type renewState struct {
 	r       *renewer
 	idx     int           // index in r.q; -1 when not queued (in flight, or stopped)
@@ -44,58 +54,48 @@ type renewState struct {
 	stopped bool          // Release, or the lease ended: no more renewals
 	lastErr error         // of the last failed renewal, nil after a success
 
-	// call is the script call that renews the lease by callTTL (s nil:
-	// renewed by extend), kept so that a renewal allocates nothing for it.
+	// call is the script call that renews the lease by callTTL (Script
+	// nil: renewed by extend), kept so that a renewal allocates nothing
+	// for it.
 	call    backend.Call
 	callTTL time.Duration
 }
 
 // renewer renews the leases of one backend.
 type renewer struct {
-	key     backend.Backend // the registry key; nil for extend-only holders
-	shared  bool            // in the registry
-	batch   backend.Batcher // key's Batcher, or nil
-	wake    chan struct{}   // capacity 1: the earliest lease changed
-	chunks  chan struct{}   // a token per chunk in flight
-	extends chan struct{}   // a token per extend call in flight
+	key    backend.Backend // the registry key; nil for extend-only holders
+	shared bool            // in the registry
+	batch  backend.Batcher // key's Batcher, or nil
+	wake   chan struct{}   // capacity 1: the earliest lease changed
 
 	mu       sync.Mutex
-	q        []*lease // min-heap by rs.at
-	inflight int      // leases taken out of q by a chunk not yet finished
-	running  bool     // the goroutine runs
-	dead     bool     // idle and out of the registry: make a new one
+	q        leaseHeap // by rs.at
+	inflight int       // leases taken out of q by a renewal not yet finished
+	running  bool      // the goroutine runs
+	dead     bool      // idle and out of the registry: make a new one
 }
 
-var renewers struct {
-	sync.Mutex
-	m map[backend.Backend]*renewer
-}
+// renewers holds the renewer of each backend with auto-extended leases.
+var renewers registry.Registry[*renewer]
 
 // renewerFor returns the process's renewer for b (nil b: for holders that
 // renew by extend only). A backend that cannot be a map key gets a renewer
 // of its own.
 func renewerFor(b backend.Backend) *renewer {
-	if b != nil {
-		if t := reflect.TypeOf(b); !t.Comparable() {
-			return newRenewer(b, false)
-		}
+	if !registry.Shareable(b) {
+		return newRenewer(b)
 	}
 	renewers.Lock()
 	defer renewers.Unlock()
-	if r := renewers.m[b]; r != nil {
+	return renewers.GetLocked(b, func() *renewer {
+		r := newRenewer(b)
+		r.shared = true
 		return r
-	}
-	if renewers.m == nil {
-		renewers.m = make(map[backend.Backend]*renewer)
-	}
-	r := newRenewer(b, true)
-	renewers.m[b] = r
-	return r
+	})
 }
 
-func newRenewer(b backend.Backend, shared bool) *renewer {
-	r := &renewer{key: b, shared: shared, wake: make(chan struct{}, 1),
-		chunks: make(chan struct{}, renewChunks), extends: make(chan struct{}, renewExtends)}
+func newRenewer(b backend.Backend) *renewer {
+	r := &renewer{key: b, wake: make(chan struct{}, 1)}
 	r.batch, _ = b.(backend.Batcher)
 	return r
 }
@@ -146,7 +146,7 @@ func (l *lease) stopRenewals() {
 	}
 	l.rs.stopped = true
 	if l.rs.idx >= 0 {
-		r.removeLocked(l.rs.idx)
+		heap.Remove(&r.q, l.rs.idx)
 		r.signal() // the goroutine exits when nothing is left
 	}
 }
@@ -158,9 +158,8 @@ func (r *renewer) reschedule(l *lease, at time.Time, slack time.Duration) {
 	if l.rs.stopped || l.rs.idx < 0 {
 		return // stopped, or in flight: the renewal in flight queues it
 	}
-	i := l.rs.idx
 	l.rs.at, l.rs.slack = at, slack
-	r.fixLocked(i)
+	heap.Fix(&r.q, l.rs.idx)
 	if l.rs.idx == 0 {
 		r.signal()
 	}
@@ -177,9 +176,7 @@ func (r *renewer) signal() {
 // running.
 func (r *renewer) pushLocked(l *lease, at time.Time, slack time.Duration) {
 	l.rs.at, l.rs.slack = at, slack
-	l.rs.idx = len(r.q)
-	r.q = append(r.q, l)
-	r.upLocked(l.rs.idx)
+	heap.Push(&r.q, l)
 	if !r.running {
 		r.running = true
 		go r.run()
@@ -188,71 +185,11 @@ func (r *renewer) pushLocked(l *lease, at time.Time, slack time.Duration) {
 	}
 }
 
-func (r *renewer) less(i, j int) bool { return r.q[i].rs.at.Before(r.q[j].rs.at) }
-
-func (r *renewer) swap(i, j int) {
-	r.q[i], r.q[j] = r.q[j], r.q[i]
-	r.q[i].rs.idx, r.q[j].rs.idx = i, j
-}
-
-func (r *renewer) upLocked(i int) bool {
-	moved := false
-	for i > 0 {
-		p := (i - 1) / 2
-		if !r.less(i, p) {
-			break
-		}
-		r.swap(i, p)
-		i, moved = p, true
-	}
-	return moved
-}
-
-func (r *renewer) downLocked(i int) {
-	n := len(r.q)
-	for {
-		c := 2*i + 1
-		if c >= n {
-			return
-		}
-		if c+1 < n && r.less(c+1, c) {
-			c++
-		}
-		if !r.less(c, i) {
-			return
-		}
-		r.swap(i, c)
-		i = c
-	}
-}
-
-func (r *renewer) fixLocked(i int) {
-	if !r.upLocked(i) {
-		r.downLocked(i)
-	}
-}
-
-// removeLocked takes the lease at index i out of the heap.
-func (r *renewer) removeLocked(i int) *lease {
-	l := r.q[i]
-	last := len(r.q) - 1
-	if i != last {
-		r.swap(i, last)
-	}
-	r.q[last] = nil
-	r.q = r.q[:last]
-	if i != last {
-		r.fixLocked(i)
-	}
-	l.rs.idx = -1
-	return l
-}
-
 // run is the renewer's goroutine: it sleeps until the earliest lease is
-// due, then hands every lease due within its slack to chunk goroutines,
-// and gives up the leases whose deadline has passed. It exits once no
-// lease has been queued for renewLinger; a chunk that queues a lease again
-// restarts it.
+// due, then starts the renewals of every lease due within its slack, and
+// gives up the leases whose deadline has passed. It never waits for a
+// renewal. It exits once no lease has been queued for renewLinger; a
+// renewal that queues a lease again restarts it.
 func (r *renewer) run() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -293,28 +230,32 @@ func (r *renewer) run() {
 			}
 			continue
 		}
-		var due []dueLease
-		var late []*lease
-		var lateErrs []error
+		var batch []dueLease
+		var solo, late []*lease
 		for len(r.q) > 0 && !r.q[0].rs.at.After(now.Add(r.q[0].rs.slack)) {
-			l := r.removeLocked(0)
+			l := heap.Pop(&r.q).(*lease)
 			l.mu.Lock()
 			deadline := l.deadline
 			l.mu.Unlock()
-			if !now.Before(deadline) {
+			switch {
+			case !now.Before(deadline):
 				l.rs.stopped = true
-				late, lateErrs = append(late, l), append(lateErrs, l.rs.lastErr)
-				continue
+				late = append(late, l)
+			case l.rs.call.Script == nil || l.rs.lastErr != nil:
+				solo = append(solo, l)
+			default:
+				batch = append(batch, dueLease{l, deadline})
 			}
-			due = append(due, dueLease{l, deadline})
 		}
-		r.inflight += len(due)
+		r.inflight += len(batch) + len(solo)
 		r.mu.Unlock()
-		for i, l := range late {
-			l.lose(fmt.Errorf("could not renew before the ttl ran out (last error: %v): %w", lateErrs[i], latchkit.ErrLeaseLost))
+		for _, l := range late {
+			l.expire()
 		}
-		for _, chunk := range chunks(now, due) {
-			r.chunks <- struct{}{}
+		for _, l := range solo {
+			go r.renewSolo(l)
+		}
+		for _, chunk := range chunks(now, batch) {
 			go r.renewChunk(chunk)
 		}
 	}
@@ -327,11 +268,11 @@ type dueLease struct {
 }
 
 // chunks splits the leases due at now into chunks of at most renewChunk.
-// A chunk's calls share one context, whose deadline is the earliest of the
-// chunk's; so that a lease close to its deadline (retrying after failures,
-// or of a much shorter TTL) cannot cut short the renewal of leases with
-// time to spare, the leases go in order of deadline and a chunk takes only
-// leases with at most twice the time left of its first.
+// A chunk's calls share one context, bounded by the earliest deadline of
+// the chunk's; so that a lease close to its deadline (of a much shorter
+// TTL) cannot cut short the renewal of leases with time to spare, the
+// leases go in order of deadline and a chunk takes only leases with at most
+// twice the time left of its first.
 func chunks(now time.Time, due []dueLease) [][]*lease {
 	slices.SortFunc(due, func(a, b dueLease) int { return a.deadline.Compare(b.deadline) })
 	var out [][]*lease
@@ -358,7 +299,7 @@ func chunks(now time.Time, due []dueLease) [][]*lease {
 // queued meanwhile. An idle shared renewer leaves the registry.
 func (r *renewer) exitLocked() bool {
 	if r.inflight > 0 || !r.shared {
-		// Chunks in flight queue their leases again and restart the
+		// Renewals in flight queue their leases again and restart the
 		// goroutine; a private renewer with nothing left is done for.
 		r.dead = r.inflight == 0
 		r.running = false
@@ -374,121 +315,8 @@ func (r *renewer) exitLocked() bool {
 		return false
 	}
 	r.dead, r.running = true, false
-	if renewers.m[r.key] == r {
-		delete(renewers.m, r.key)
-	}
+	renewers.DeleteLocked(r.key, r)
 	return true
-}
-
-// job is one lease's renewal within a chunk.
-type job struct {
-	l        *lease
-	ttl      time.Duration
-	deadline time.Time
-	call     int // index in the chunk's calls; -1: renewed by extend
-	start    time.Time
-	held     bool
-	err      error
-}
-
-// renewChunk renews ls, each under its renew mutex, and queues them again.
-func (r *renewer) renewChunk(ls []*lease) {
-	defer func() { <-r.chunks }()
-	jobs := make([]job, 0, len(ls))
-	var calls []backend.Call
-	var first time.Time // the earliest deadline of the batched calls
-	for _, l := range ls {
-		if !l.renew.TryLock() {
-			// An Extend is in flight: it renews the lease; look again soon.
-			r.requeue(l, renewBusyRetry)
-			continue
-		}
-		r.mu.Lock()
-		stopped := l.rs.stopped
-		r.mu.Unlock()
-		if stopped {
-			l.renew.Unlock()
-			r.mu.Lock()
-			r.inflight--
-			r.idleLocked()
-			r.mu.Unlock()
-			continue
-		}
-		l.mu.Lock()
-		ttl, deadline := l.ttl, l.deadline
-		l.mu.Unlock()
-		j := job{l: l, ttl: ttl, deadline: deadline, call: -1}
-		if rs := &l.rs; rs.call.Script != nil {
-			if rs.callTTL != ttl { // an Extend changed it
-				_, _, _, rs.call.Args, _ = l.h.(renewCaller).renewCall(l.token, ttl)
-				rs.callTTL = ttl
-			}
-			j.call = len(calls)
-			calls = append(calls, backend.Call{Script: rs.call.Script, Keys: rs.call.Keys, Args: rs.call.Args})
-			if first.IsZero() || deadline.Before(first) {
-				first = deadline
-			}
-		}
-		jobs = append(jobs, j)
-	}
-	var wg sync.WaitGroup
-	for i := range jobs {
-		if jobs[i].call >= 0 {
-			continue
-		}
-		j := &jobs[i]
-		r.extends <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-r.extends }()
-			ctx, cancel := context.WithDeadline(context.Background(), j.deadline)
-			defer cancel()
-			j.start = time.Now()
-			j.held, j.err = j.l.h.extend(ctx, j.l.token, j.ttl)
-		})
-	}
-	if len(calls) > 0 {
-		// One deadline for the chunk: the earliest lease's, so that no
-		// lease is given up late because of a hung server. Leases renewed
-		// together were due together, so their deadlines are close.
-		ctx, cancel := context.WithDeadline(context.Background(), first)
-		start := time.Now()
-		if r.batch != nil {
-			r.batch.EvalBatch(ctx, calls)
-		} else {
-			evalEach(ctx, r.key, calls)
-		}
-		cancel()
-		for i := range jobs {
-			if j := &jobs[i]; j.call >= 0 {
-				c := &calls[j.call]
-				j.start = start
-				j.held, j.err = flag(c.Value, c.Err)
-			}
-		}
-	}
-	wg.Wait()
-	for i := range jobs {
-		r.finish(&jobs[i])
-	}
-}
-
-// evalEach runs calls as concurrent Evals on b, renewEvals at a time.
-func evalEach(ctx context.Context, b backend.Backend, calls []backend.Call) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(renewEvals, len(calls)) {
-		wg.Go(func() {
-			for i := range next {
-				c := &calls[i]
-				c.Value, c.Err = b.Eval(ctx, c.Script, c.Keys, c.Args)
-			}
-		})
-	}
-	for i := range calls {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }
 
 // requeue puts l, taken out for a renewal that did not happen, back at
@@ -516,11 +344,167 @@ func (r *renewer) idleLocked() {
 	}
 }
 
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// leaseHeap is a container/heap of leases by the time of their next
+// renewal, each knowing its index (rs.idx; -1 once out).
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].rs.at.Before(h[j].rs.at) }
+
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].rs.idx, h[j].rs.idx = i, j
+}
+
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.rs.idx = len(*h)
+	*h = append(*h, l)
+}
+
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.rs.idx = -1
+	return l
+}
+
+// The renewals themselves: take a lease (its renew token, unless an Extend
+// holds it), renew it, apply the outcome.
+
+// job is one lease's renewal.
+type job struct {
+	l        *lease
+	ttl      time.Duration
+	deadline time.Time
+	start    time.Time
+	held     bool
+	err      error
+}
+
+// take prepares l's renewal: false when it is not to happen (an Extend is
+// in flight, and renews the lease: it is looked at again soon; or it was
+// stopped).
+func (r *renewer) take(l *lease) (job, bool) {
+	select {
+	case l.renew <- struct{}{}:
+	default:
+		r.requeue(l, renewBusyRetry)
+		return job{}, false
+	}
+	r.mu.Lock()
+	stopped := l.rs.stopped
+	if stopped {
+		r.inflight--
+		r.idleLocked()
+	}
+	r.mu.Unlock()
+	if stopped {
+		<-l.renew
+		return job{}, false
+	}
+	l.mu.Lock()
+	j := job{l: l, ttl: l.ttl, deadline: l.deadline}
+	l.mu.Unlock()
+	if rs := &l.rs; rs.call.Script != nil && rs.callTTL != j.ttl { // an Extend changed it
+		_, _, _, rs.call.Args, _ = l.h.(renewCaller).renewCall(l.token, j.ttl)
+		rs.callTTL = j.ttl
+	}
+	return j, true
+}
+
+// renewSolo renews l alone, bounded by its own deadline, and applies the
+// outcome as soon as it comes.
+func (r *renewer) renewSolo(l *lease) {
+	j, ok := r.take(l)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), j.deadline)
+	j.start = time.Now()
+	if c := &l.rs.call; c.Script != nil {
+		j.held, j.err = flag(r.key.Eval(ctx, c.Script, c.Keys, c.Args))
+	} else {
+		j.held, j.err = l.h.extend(ctx, l.token, j.ttl)
+	}
+	cancel()
+	r.finish(&j)
+}
+
+// renewChunk renews ls, whose renewals are script calls, in one batch. It
+// waits for the replies at most half the time the earliest lease has left:
+// a lease whose renewal did not come back is renewed alone next (see
+// finish), with the other half.
+func (r *renewer) renewChunk(ls []*lease) {
+	jobs := make([]job, 0, len(ls))
+	calls := make([]backend.Call, 0, len(ls))
+	var first time.Time // the earliest deadline of the chunk's leases
+	for _, l := range ls {
+		j, ok := r.take(l)
+		if !ok {
+			continue
+		}
+		c := &l.rs.call
+		calls = append(calls, backend.Call{Script: c.Script, Keys: c.Keys, Args: c.Args})
+		jobs = append(jobs, j)
+		if first.IsZero() || j.deadline.Before(first) {
+			first = j.deadline
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(first.Sub(start)/2))
+	if r.batch != nil {
+		r.batch.EvalBatch(ctx, calls)
+	} else {
+		evalEach(ctx, r.key, calls)
+	}
+	cancel()
+	for i := range jobs {
+		j := &jobs[i]
+		j.start = start
+		j.held, j.err = flag(calls[i].Value, calls[i].Err)
+		r.finish(j)
+	}
+}
+
+// evalEach runs calls as concurrent Evals on b, renewEvals at a time.
+func evalEach(ctx context.Context, b backend.Backend, calls []backend.Call) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(renewEvals, len(calls)) {
+		wg.Go(func() {
+			for i := range next {
+				c := &calls[i]
+				c.Value, c.Err = b.Eval(ctx, c.Script, c.Keys, c.Args)
+			}
+		})
+	}
+	for i := range calls {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
 // finish applies the outcome of j's renewal, unless the lease was stopped
 // meanwhile, then lets Extend in. A success moves the deadline (never
-// back) and queues the next renewal at ttl/3 from the renewal's start; a
-// failure retries after max(ttl/10, 5ms), not beyond the deadline; a lease
-// found gone is lost at once.
+// back, and the Context's timer with it) and queues the next renewal at
+// ttl/3 from the renewal's start; a failure retries after max(ttl/10,
+// 5ms), on its own, not beyond the deadline; a lease found gone is lost at
+// once.
 func (r *renewer) finish(j *job) {
 	l := j.l
 	var lost bool
@@ -545,8 +529,11 @@ func (r *renewer) finish(j *job) {
 	default:
 		l.rs.lastErr = nil
 		l.mu.Lock()
-		if dl := j.start.Add(j.ttl - drift(j.ttl)); dl.After(l.deadline) {
+		if dl := j.start.Add(j.ttl - drift(j.ttl)); dl.After(l.deadline) && !l.done {
 			l.deadline = dl
+			if l.timer != nil {
+				l.timer.Reset(time.Until(dl))
+			}
 		}
 		deadline := l.deadline
 		l.mu.Unlock()
@@ -554,7 +541,7 @@ func (r *renewer) finish(j *job) {
 	}
 	r.idleLocked()
 	r.mu.Unlock()
-	l.renew.Unlock()
+	<-l.renew
 	switch {
 	case lost:
 		l.lose(fmt.Errorf("renewal found the lease gone: %w", latchkit.ErrLeaseLost))
@@ -562,12 +549,4 @@ func (r *renewer) finish(j *job) {
 		l.logAttrs(slog.LevelWarn, "latchkit: lease renewal failed", slog.String("error", j.err.Error()),
 			slog.Duration("left", left), slog.Duration("retry_in", retryIn))
 	}
-}
-
-// earliest is the earlier of a and b.
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }

@@ -112,9 +112,7 @@ func noRenewer(tb testing.TB) {
 	for {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
-		renewers.Lock()
-		left := len(renewers.m)
-		renewers.Unlock()
+		left := renewers.Len()
 		if !strings.Contains(stacks, "(*renewer).run") && left == 0 {
 			return
 		}

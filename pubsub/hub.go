@@ -31,6 +31,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/registry"
 )
 
 // WakeAll is the payload of a release message that frees every waiter (a
@@ -109,7 +110,7 @@ type op struct {
 	gen   uint64
 }
 
-// NewHub returns a Hub for b. Most users never call it: WakeOnRelease finds
+// NewHub returns a Hub for b. Most users never call it: NewWake finds
 // the process's shared Hub for a backend by itself (see For). A Hub made
 // here is private to the caller, who must Close it. Only WithLinger applies
 // (default 0: a channel is unsubscribed as soon as its last waiter leaves).
@@ -117,48 +118,43 @@ func NewHub(b backend.Backend, opts ...Option) *Hub {
 	return &Hub{b: b, channels: map[string]*channel{}, linger: newConfig(opts, 0).linger}
 }
 
-// registry holds the Hub of each backend that has waiters right now. An
-// entry exists only while its Hub has channels, so nothing outlives a wait.
-var registry = struct {
-	sync.Mutex
-	hubs map[backend.Backend]*Hub
-}{hubs: map[backend.Backend]*Hub{}}
+// hubs holds the Hub of each backend that has waiters right now. An entry
+// exists only while its Hub has channels, so nothing outlives a wait.
+var hubs registry.Registry[*Hub]
 
 // For returns the process's shared Hub for b, creating it on first use with
 // opts (WithLinger; default DefaultLinger). The Hub drops out of the
 // registry (and closes its connection) once its last channel has lingered
 // unused for the linger period.
 func For(b backend.Backend, opts ...Option) *Hub {
-	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
+	if b == nil || !registry.Shareable(b) {
 		// A backend that cannot be a map key gets a Hub of its own:
 		// correct, merely without sharing (and without lingering, since
 		// nobody would close it).
 		return NewHub(b)
 	}
-	registry.Lock()
-	defer registry.Unlock()
+	hubs.Lock()
+	defer hubs.Unlock()
 	return lookupLocked(b, opts)
 }
 
-// lookupLocked returns b's shared Hub, creating it; registry is locked.
+// lookupLocked returns b's shared Hub, creating it; hubs is locked.
 func lookupLocked(b backend.Backend, opts []Option) *Hub {
-	if h, ok := registry.hubs[b]; ok {
-		return h
-	}
-	h := NewHub(b)
-	h.linger = newConfig(opts, DefaultLinger).linger
-	h.onIdle = func(h *Hub) {
-		registry.Lock()
-		defer registry.Unlock()
-		h.mu.Lock()
-		idle := len(h.channels) == 0
-		h.mu.Unlock()
-		if idle && registry.hubs[b] == h {
-			delete(registry.hubs, b)
+	return hubs.GetLocked(b, func() *Hub {
+		h := NewHub(b)
+		h.linger = newConfig(opts, DefaultLinger).linger
+		h.onIdle = func(h *Hub) {
+			hubs.Lock()
+			defer hubs.Unlock()
+			h.mu.Lock()
+			idle := len(h.channels) == 0
+			h.mu.Unlock()
+			if idle {
+				hubs.DeleteLocked(b, h)
+			}
 		}
-	}
-	registry.hubs[b] = h
-	return h
+		return h
+	})
 }
 
 // Waiter is one waiting acquisition's registration with a Hub: the channels
@@ -195,13 +191,13 @@ func (h *Hub) JoinAs(ctx context.Context, id string, channels ...string) (*Waite
 // go idle and leave the registry in between (a second Hub, and a second
 // subscription, would follow).
 func JoinShared(ctx context.Context, b backend.Backend, id string, channels []string, opts ...Option) (*Waiter, bool) {
-	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
+	if b == nil || !registry.Shareable(b) {
 		return For(b).JoinAs(ctx, id, channels...)
 	}
-	registry.Lock()
+	hubs.Lock()
 	h := lookupLocked(b, opts)
 	w, ready := h.register(id, channels)
-	registry.Unlock()
+	hubs.Unlock()
 	return h.await(ctx, w, ready)
 }
 
@@ -212,13 +208,13 @@ func JoinShared(ctx context.Context, b backend.Backend, id string, channels []st
 // attempt: a release during that attempt then wakes it, and it need not
 // attempt again at once after subscribing.
 func JoinLive(b backend.Backend, id string, channels []string) *Waiter {
-	if t := reflect.TypeOf(b); t == nil || !t.Comparable() {
+	if b == nil || !registry.Shareable(b) {
 		return nil
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	h := registry.hubs[b]
-	if h == nil {
+	hubs.Lock()
+	defer hubs.Unlock()
+	h, ok := hubs.LookupLocked(b)
+	if !ok {
 		return nil
 	}
 	h.mu.Lock()
