@@ -76,7 +76,7 @@ type Resend struct {
 func (r *Resend) Executed() <-chan struct{} { return r.executed }
 
 // Done is closed once the server ran the command again and that reply was
-// forwarded to the client.
+// forwarded to the client. It stays open if the connection ends first.
 func (r *Resend) Done() <-chan struct{} { return r.done }
 
 // Args returns the command that was chosen (nil before one was).
