@@ -14,87 +14,195 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/cpuhog"
+	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // The sequential model of a semaphore of limit permits (a mutex: 1): the
 // state is the set of clients holding, as a bit mask.
+//
+// An acquisition that returned an error (a waiting Lock given up at its
+// deadline, a TryLock whose reply was lost) is two operations over the same
+// interval: giveUpTake, which may have taken a permit (a grant made while
+// the call was in flight, or a hand-over), and giveUpEnd, which gives back
+// whatever the call held. The model orders the first before the second, so
+// the call may have held a permit for a while inside its interval, but
+// holds nothing once it returned: a grant that outlives a failed call (a
+// "ghost" nobody holds and nobody renews) makes the history illegal.
 type semInput struct {
-	client  int
-	acquire bool // else release
+	client int
+	kind   opKind
+	seq    uint32 // giveUpTake and giveUpEnd: the call's number, the same for both
 }
+
+type opKind uint8
+
+const (
+	opAcquire  opKind = iota // Lock/TryLock/Acquire/TryAcquire: granted or ErrNotAcquired
+	opRelease                // Release: true, or ErrLeaseLost (false)
+	giveUpTake               // a failed call may have taken a permit...
+	giveUpEnd                // ...and has given it back when it returns
+)
 
 // semOutput is an operation's outcome: for an acquire, granted or not
 // (the primitive was full); for a release, whether the client held.
 type semOutput struct{ ok bool }
 
+// semState is the model's state: who holds, and, per client, the number of
+// the last failed call that ended (its giveUpTake may no longer take).
+type semState struct {
+	held  uint64
+	ended [16]uint32 // client ids are below 16
+}
+
 func semModel(limit int) porcupine.Model {
-	return porcupine.Model{
-		Init: func() any { return uint64(0) },
-		Step: func(state, input, output any) (bool, any) {
-			held, in, out := state.(uint64), input.(semInput), output.(semOutput)
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{semState{}} },
+		Step: func(state, input, output any) []any {
+			s, in, out := state.(semState), input.(semInput), output.(semOutput)
 			me := uint64(1) << in.client
-			switch {
-			case in.acquire && out.ok:
-				return held&me == 0 && bits.OnesCount64(held) < limit, held | me
-			case in.acquire:
-				return bits.OnesCount64(held) >= limit, held
-			case out.ok:
-				return held&me != 0, held &^ me
-			default:
-				return held&me == 0, held
+			n := bits.OnesCount64(s.held)
+			switch in.kind {
+			case opAcquire:
+				if out.ok && s.held&me == 0 && n < limit {
+					s.held |= me
+					return []any{s}
+				}
+				if !out.ok && n >= limit {
+					return []any{s}
+				}
+			case opRelease:
+				if out.ok == (s.held&me != 0) {
+					s.held &^= me
+					return []any{s}
+				}
+			case giveUpTake:
+				next := []any{s} // took nothing
+				if s.ended[in.client] != in.seq && s.held&me == 0 && n < limit {
+					s.held |= me
+					next = append(next, s)
+				}
+				return next
+			case giveUpEnd:
+				s.held &^= me
+				s.ended[in.client] = in.seq
+				return []any{s}
 			}
+			return nil
+		},
+		Hash: func(state any) uint64 {
+			s := state.(semState)
+			h := s.held
+			for _, x := range s.ended {
+				h = h*1000003 + uint64(x)
+			}
+			return h
 		},
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(semInput), output.(semOutput)
-			op := "release"
-			if in.acquire {
-				op = "acquire"
+			switch in.kind {
+			case opAcquire:
+				return fmt.Sprintf("%d acquire -> %v", in.client, out.ok)
+			case opRelease:
+				return fmt.Sprintf("%d release -> %v", in.client, out.ok)
+			case giveUpTake:
+				return fmt.Sprintf("%d failed call #%d: may take", in.client, in.seq)
+			default:
+				return fmt.Sprintf("%d failed call #%d: holds nothing at return", in.client, in.seq)
 			}
-			return fmt.Sprintf("%d %s -> %v", in.client, op, out.ok)
 		},
 	}
+	return nm.ToModel()
 }
 
-// tryLocker is one client's single-attempt acquisition.
+// tryLocker is one client's acquisition: a waiting Lock given up at a
+// deadline, or a single attempt.
 type tryLocker func(ctx context.Context) (release func(context.Context) error, err error)
 
+// linClient is one client of a recorded history.
+type linClient struct {
+	acquire tryLocker
+	// waits: acquire is a waiting Lock, whose every error is a failed call
+	// (ctx's error matches ErrNotAcquired too, from its last attempt).
+	waits bool
+	// lossy, when set, is the proxy this client's connections go
+	// through: one single attempt in lossEvery has its reply dropped (and
+	// its connection reset) after the server ran it.
+	lossy     *faultproxy.Proxy
+	lossEvery int
+}
+
+// recorded is a history and what went into it.
+type recorded struct {
+	ops             []porcupine.Operation
+	failed          int // failed calls
+	lost, lostTried int // attempts whose reply was dropped that failed, and all
+}
+
 // record runs clients concurrently, each taking and giving back the
-// primitive through its own tryLocker for d, and returns the history.
-func record(t *testing.T, clients []tryLocker, d time.Duration) []porcupine.Operation {
+// primitive through its own acquisition for d, and returns the history.
+// An acquisition that fails with ErrNotAcquired is a single attempt that
+// found the primitive full; one that fails otherwise (a waiting Lock's
+// deadline, a lost reply) is recorded as a failed call: it may have held
+// the primitive during its interval, but not after.
+func record(t *testing.T, clients []linClient, d time.Duration) recorded {
 	base := time.Now()
 	now := func() int64 { return int64(time.Since(base)) }
 	var mu sync.Mutex
-	var ops []porcupine.Operation
+	var rec recorded
 	add := func(c int, in semInput, call int64, out semOutput) {
 		mu.Lock()
-		ops = append(ops, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: now()})
+		rec.ops = append(rec.ops, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: now()})
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	for c, try := range clients {
+	for c, cl := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			for end := time.Now().Add(d); time.Now().Before(end); {
+			var seq uint32
+			for i, end := 0, time.Now().Add(d); time.Now().Before(end); i++ {
+				lose := cl.lossy != nil && i%cl.lossEvery == cl.lossEvery-1
+				if lose {
+					cl.lossy.DropNextReplies(1)
+				}
 				call := now()
-				release, err := try(ctx)
+				release, err := cl.acquire(ctx)
+				if lose {
+					cl.lossy.DropNextReplies(0)
+					mu.Lock()
+					rec.lostTried++
+					mu.Unlock()
+				}
 				switch {
-				case errors.Is(err, latchkit.ErrNotAcquired):
-					add(c, semInput{c, true}, call, semOutput{false})
+				case errors.Is(err, latchkit.ErrNotAcquired) && !cl.waits:
+					add(c, semInput{client: c}, call, semOutput{false})
 					time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
 					continue
 				case err != nil:
-					t.Errorf("client %d: %v", c, err)
-					return
+					seq++
+					add(c, semInput{client: c, kind: giveUpTake, seq: seq}, call, semOutput{})
+					add(c, semInput{client: c, kind: giveUpEnd, seq: seq}, call, semOutput{})
+					mu.Lock()
+					rec.failed++
+					if lose {
+						rec.lost++
+					}
+					mu.Unlock()
+					// A pause, so that failed calls back to back, each of
+					// which may have held for a while, do not cover the
+					// whole history: a grant left behind shows in the gaps.
+					time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Microsecond)
+					continue
 				}
-				add(c, semInput{c, true}, call, semOutput{true})
+				add(c, semInput{client: c, kind: opAcquire}, call, semOutput{true})
 				time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
 				call = now()
 				err = release(ctx)
-				add(c, semInput{c, false}, call, semOutput{err == nil})
+				add(c, semInput{client: c, kind: opRelease}, call, semOutput{err == nil})
 				if err != nil && !errors.Is(err, latchkit.ErrLeaseLost) {
 					t.Errorf("client %d release: %v", c, err)
 					return
@@ -103,69 +211,175 @@ func record(t *testing.T, clients []tryLocker, d time.Duration) []porcupine.Oper
 		}()
 	}
 	wg.Wait()
-	return ops
+	return rec
+}
+
+// linPrims are the primitives the linearizability tests cover.
+func linPrims() []prim {
+	var out []prim
+	for _, p := range prims {
+		switch p.name {
+		case "Mutex", "FairMutex", "Semaphore(2)", "FairSemaphore(2)":
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// linearizable records a history of p on a fresh redis-server through d
+// (5 clients, each with its own connections: two single attempts, three
+// waiting Locks given up after 20 ms), checks it with porcupine, checks
+// that nothing is left held once every client returned, and adds a row for
+// RELIABILITY.md. With lossEvery > 0, client 0 reaches Redis through a
+// proxy that drops the reply of one of its single attempts in lossEvery.
+func linearizable(t *testing.T, d driver, p prim, scenario, faults string, waiting, lossEvery int) {
+	srv := redistest.Start(t)
+	var clients []linClient
+	for c := 0; c < 5; c++ {
+		addr := srv.Addr
+		var px *faultproxy.Proxy
+		if c == 0 && lossEvery > 0 {
+			px = faultproxy.Start(t, srv.Addr)
+			addr = px.Addr
+		}
+		lock, try, _, err := p.open(d.new(t, addr), c, primitives.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c >= 5-waiting {
+			// Waiting Locks (given up after 20 ms): a release hands the
+			// primitive over to them, inside the release's and the
+			// Lock's intervals.
+			try = func(ctx context.Context) (latchkit.Lease, error) {
+				ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+				defer cancel()
+				return lock(ctx)
+			}
+		}
+		clients = append(clients, linClient{waits: c >= 5-waiting, lossy: px, lossEvery: lossEvery, acquire: func(ctx context.Context) (func(context.Context) error, error) {
+			l, err := try(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return l.Release, nil
+		}})
+	}
+	rec := record(t, clients, 700*time.Millisecond)
+	violations := 0
+	res, info := porcupine.CheckOperationsVerbose(semModel(p.limit), rec.ops, 30*time.Second)
+	if res != porcupine.Ok {
+		violations++
+		t.Errorf("%d operations: porcupine says %s", len(rec.ops), res)
+		if res == porcupine.Illegal {
+			explainIllegal(t, rec.ops, info)
+		}
+	}
+	// Every client returned and released: every permit is free now.
+	if left := heldAfter(t, d, srv.Addr, p); left > 0 {
+		violations++
+		t.Errorf("%d of %d permits still held after every client returned and released: a failed call left a grant behind", left, p.limit)
+	}
+	waited := 0
+	for _, op := range rec.ops {
+		if in := op.Input.(semInput); in.kind == opAcquire && in.client >= 5-waiting && op.Output.(semOutput).ok {
+			waited++
+		}
+	}
+	if waited == 0 {
+		t.Error("no waiting Lock was granted: the history has no hand-over")
+	}
+	if lossEvery > 0 && rec.lostTried == 0 {
+		t.Error("no reply was dropped")
+	}
+	t.Logf("%d operations (%d grants to waiting Locks, %d failed calls; %d of %d attempts whose reply was dropped failed), linearizable: %s",
+		len(rec.ops), waited, rec.failed, rec.lost, rec.lostTried, res)
+	table.mu.Lock()
+	table.rows = append(table.rows, row{scenario, d.name, p.name, len(rec.ops), faults, violations})
+	table.mu.Unlock()
+}
+
+// heldAfter reports how many of p's permits a fresh client cannot take.
+func heldAfter(t *testing.T, d driver, addr string, p prim) int {
+	_, try, _, err := p.open(d.new(t, addr), 9, primitives.WithTTL(time.Second), primitives.WithAutoExtend(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	left := p.limit
+	for i := 0; i < p.limit; i++ {
+		l, err := try(ctx)
+		if err != nil {
+			if !errors.Is(err, latchkit.ErrNotAcquired) {
+				t.Errorf("checking the primitive is free: %v", err)
+			}
+			break
+		}
+		defer l.Release(ctx)
+		left--
+	}
+	return left
+}
+
+// explainIllegal logs the longest partial linearization porcupine found
+// and the operations that could not follow it.
+func explainIllegal(t *testing.T, ops []porcupine.Operation, info porcupine.LinearizationInfo) {
+	m := semModel(1)
+	for _, part := range info.PartialLinearizationsOperations() {
+		longest := []porcupine.Operation{}
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+		if len(longest) == 0 {
+			continue
+		}
+		last := longest[len(longest)-1]
+		t.Logf("longest legal prefix: %d of %d operations, ending with %s at %v",
+			len(longest), len(ops), m.DescribeOperation(last.Input, last.Output), time.Duration(last.Return))
+		shown := 0
+		for _, op := range ops {
+			if op.Call <= last.Return+int64(50*time.Millisecond) && op.Return >= last.Call && shown < 12 {
+				shown++
+				t.Logf("  around it: %s [%v, %v]", m.DescribeOperation(op.Input, op.Output), time.Duration(op.Call), time.Duration(op.Return))
+			}
+		}
+	}
 }
 
 // TestLinearizable records concurrent histories of acquisitions and
 // releases from 5 clients (each with its own connections) on a real
-// redis-server, for each driver, and checks them with porcupine against the
-// sequential model of a semaphore (a mutex: limit 1). Two clients make
-// single attempts (TryLock/TryAcquire); three wait (Lock/Acquire, given up
-// after 20 ms), so hand-overs on release are in the history too.
+// redis-server, for each driver, beside two CPU-busy processes (on a
+// starved machine a 20 ms deadline fires while a script is in flight), and
+// checks them with porcupine against the sequential model of a semaphore
+// (a mutex: limit 1). Two clients make single attempts (TryLock/
+// TryAcquire); three wait (Lock/Acquire, given up after 20 ms), so
+// hand-overs on release are in the history too, and so are Locks given up
+// while their attempt was in flight: such a Lock may have held the
+// primitive for a while, but holds nothing once it returned.
 func TestLinearizable(t *testing.T) {
 	redistest.Require(t)
+	cpuhog.Start(t, 2)
 	for _, d := range drivers {
-		for _, p := range []prim{prims[0], prims[1], prims[3], prims[4]} { // Mutex, FairMutex, Semaphore(2), FairSemaphore(2)
+		for _, p := range linPrims() {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
-				srv := redistest.Start(t)
-				var clients []tryLocker
-				for c := 0; c < 5; c++ {
-					lock, try, _, err := p.open(d.new(t, srv.Addr), c, primitives.WithTTL(30*time.Second))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if c >= 2 {
-						// Waiting Locks (given up after 20 ms): a release
-						// hands the primitive over to them, inside the
-						// release's and the Lock's intervals.
-						try = func(ctx context.Context) (latchkit.Lease, error) {
-							ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-							defer cancel()
-							l, err := lock(ctx)
-							if errors.Is(err, context.DeadlineExceeded) {
-								err = fmt.Errorf("%w: %w", latchkit.ErrNotAcquired, err)
-							}
-							return l, err
-						}
-					}
-					clients = append(clients, func(ctx context.Context) (func(context.Context) error, error) {
-						l, err := try(ctx)
-						if err != nil {
-							return nil, err
-						}
-						return l.Release, nil
-					})
-				}
-				ops := record(t, clients, 700*time.Millisecond)
-				res := porcupine.CheckOperationsTimeout(semModel(p.limit), ops, 30*time.Second)
-				violations := 0
-				if res != porcupine.Ok {
-					violations = 1
-					t.Errorf("%d operations: porcupine says %s", len(ops), res)
-				}
-				waited := 0
-				for _, op := range ops {
-					if in := op.Input.(semInput); in.acquire && in.client >= 2 && op.Output.(semOutput).ok {
-						waited++
-					}
-				}
-				if waited == 0 {
-					t.Error("no waiting Lock was granted: the history has no hand-over")
-				}
-				t.Logf("%d operations (%d grants to waiting Locks), linearizable: %s", len(ops), waited, res)
-				table.mu.Lock()
-				table.rows = append(table.rows, row{"linearizability", d.name, p.name, len(ops), "none: 5 clients, concurrent TryLock, waiting Lock (hand-overs) and Release checked by porcupine", violations})
-				table.mu.Unlock()
+				linearizable(t, d, p, "linearizability", "two CPU-busy processes beside the test: 5 clients, concurrent TryLock, waiting Lock given up after 20 ms (hand-overs) and Release checked by porcupine", 3, 0)
+			})
+		}
+	}
+}
+
+// TestLinearizableLostReplies is TestLinearizable's workload with every
+// 8th single attempt of client 0 losing its reply after the server ran it
+// (the connection is reset): the attempt either succeeds (a driver that
+// resends it finds its own grant) or fails, and then leaves nothing held.
+func TestLinearizableLostReplies(t *testing.T) {
+	redistest.Require(t)
+	for _, d := range drivers {
+		for _, p := range linPrims() {
+			t.Run(d.name+"/"+p.name, func(t *testing.T) {
+				linearizable(t, d, p, "linearizability, lost replies", "as linearizability (no busy processes), and one TryLock reply in 8 of one client dropped after the server ran it (connection reset)", 1, 8)
 			})
 		}
 	}
@@ -196,14 +410,14 @@ func (m brokenMutex) tryLock(ctx context.Context) (func(context.Context) error, 
 // porcupine rejects.
 func TestLinearizabilityCatchesBrokenMutex(t *testing.T) {
 	srv := redistest.Start(t)
-	var clients []tryLocker
+	var clients []linClient
 	for c := 0; c < 5; c++ {
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rc.Close() })
-		clients = append(clients, brokenMutex{rc, "broken"}.tryLock)
+		clients = append(clients, linClient{acquire: brokenMutex{rc, "broken"}.tryLock})
 	}
 	for try := 1; ; try++ {
-		ops := record(t, clients, 500*time.Millisecond)
+		ops := record(t, clients, 500*time.Millisecond).ops
 		res := porcupine.CheckOperationsTimeout(semModel(1), ops, 30*time.Second)
 		if res == porcupine.Illegal {
 			t.Logf("run %d: %d operations, porcupine: %s (as it must)", try, len(ops), res)

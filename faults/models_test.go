@@ -1,0 +1,123 @@
+package faults_test
+
+import (
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The models' own tests: small histories, written by hand, that they must
+// accept or reject. They show what the give-up operations allow (a failed
+// call may hold inside its interval) and what they do not (anything held
+// after it returned).
+
+// modelHist builds a history from (client, input, output, call, return) rows.
+type modelStep struct {
+	c         int
+	in        any
+	ok        bool
+	call, ret int64
+}
+
+func modelHist(steps ...modelStep) []porcupine.Operation {
+	var ops []porcupine.Operation
+	for _, s := range steps {
+		ops = append(ops, porcupine.Operation{ClientId: s.c, Input: s.in, Output: semOutput{s.ok}, Call: s.call, Return: s.ret})
+	}
+	return ops
+}
+
+func semAcq(c int) semInput              { return semInput{client: c, kind: opAcquire} }
+func semRel(c int) semInput              { return semInput{client: c, kind: opRelease} }
+func semTake(c int, seq uint32) semInput { return semInput{client: c, kind: giveUpTake, seq: seq} }
+func semEnd(c int, seq uint32) semInput  { return semInput{client: c, kind: giveUpEnd, seq: seq} }
+
+func TestSemModel(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int
+		ops   []porcupine.Operation
+		want  bool // linearizable
+	}{
+		{"two holders of a mutex", 1, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{1, semAcq(1), true, 20, 30}, modelStep{0, semRel(0), true, 40, 50},
+		), false},
+		{"a failed try while free", 1, modelHist(
+			modelStep{0, semAcq(0), false, 0, 10},
+		), false},
+		{"a failed call held inside its interval", 1, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 100}, modelStep{0, semEnd(0, 1), false, 0, 100},
+			modelStep{1, semAcq(1), false, 20, 30}, // client 0's call held then
+			modelStep{1, semAcq(1), true, 110, 120},
+		), true},
+		{"a grant left by a failed call", 1, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 100}, modelStep{0, semEnd(0, 1), false, 0, 100},
+			modelStep{1, semAcq(1), false, 110, 120}, // nobody holds after it returned
+		), false},
+		{"failed calls back to back each held", 1, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 100}, modelStep{0, semEnd(0, 1), false, 0, 100},
+			modelStep{1, semAcq(1), false, 20, 30},
+			modelStep{0, semTake(0, 2), false, 110, 200}, modelStep{0, semEnd(0, 2), false, 110, 200},
+			modelStep{1, semAcq(1), false, 120, 130},
+		), true},
+		{"a failed call takes nothing once it ended", 1, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 100}, modelStep{0, semEnd(0, 1), false, 0, 100},
+			modelStep{1, semAcq(1), true, 0, 10},  // 1 holds from the start...
+			modelStep{1, semRel(1), true, 50, 60}, // ...until 50-60
+			modelStep{2, semAcq(2), false, 110, 120},
+		), false},
+		{"two permits", 2, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{1, semAcq(1), true, 0, 10}, modelStep{2, semAcq(2), false, 20, 30},
+		), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := porcupine.CheckOperations(semModel(tc.limit), tc.ops); got != tc.want {
+				t.Errorf("linearizable: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMixModel(t *testing.T) {
+	in := func(c int, kind opKind, res uint8, seq uint32) mixInput {
+		return mixInput{client: c, kind: kind, res: res, seq: seq}
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want bool
+	}{
+		{"a MultiLock while a Mutex of one of its names holds", modelHist(
+			modelStep{0, in(0, opAcquire, resA, 0), true, 0, 10},
+			modelStep{1, in(1, opAcquire, resA|resB, 0), true, 20, 30},
+		), false},
+		{"a MultiLock beside a Mutex of another name", modelHist(
+			modelStep{0, in(0, opAcquire, resC, 0), true, 0, 10},
+			modelStep{1, in(1, opAcquire, resA|resB, 0), true, 20, 30},
+		), true},
+		{"a FairMutex and a Mutex of the same name", modelHist(
+			modelStep{0, in(0, opAcquire, resA, 0), true, 0, 10},
+			modelStep{1, in(1, opAcquire, resFairA, 0), true, 20, 30},
+		), true},
+		{"a failed MultiLock TryLock with its names free", modelHist(
+			modelStep{0, in(0, opAcquire, resB, 0), true, 0, 10},
+			modelStep{1, in(1, opAcquire, resA|resC, 0), false, 20, 30},
+		), false},
+		{"a MultiLock grant left by a failed call", modelHist(
+			modelStep{0, in(0, giveUpTake, resA|resB, 1), false, 0, 100}, modelStep{0, in(0, giveUpEnd, resA|resB, 1), false, 0, 100},
+			modelStep{1, in(1, opAcquire, resB, 0), false, 110, 120},
+		), false},
+		{"a MultiLock release frees all its names", modelHist(
+			modelStep{0, in(0, opAcquire, resA|resB, 0), true, 0, 10},
+			modelStep{0, in(0, opRelease, resA|resB, 0), true, 20, 30},
+			modelStep{1, in(1, opAcquire, resA, 0), true, 40, 50},
+			modelStep{2, in(2, opAcquire, resB, 0), true, 40, 50},
+		), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := porcupine.CheckOperations(mixModel(), tc.ops); got != tc.want {
+				t.Errorf("linearizable: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
