@@ -49,22 +49,33 @@ func describeRes(set uint8) string {
 type mixInput struct {
 	client int
 	kind   opKind
-	res    uint8  // the resources the call takes, all at once
+	res    uint8  // the resources the call takes, all at once (or this step's one)
 	seq    uint32 // giveUpTake and giveUpEnd: the call's number
+	// step, when set, makes this acquire (or giveUpTake) one step of a
+	// waiting MultiLock: it takes its names one at a time, in canonical
+	// order, inside its interval (step 1 first), like a thread locking
+	// mutexes in a fixed order; last marks the final step.
+	step uint8
+	last bool
 }
 
 // mixState is who holds each resource (client+1; 0: free), and, per
-// client, the number of its last failed call that ended.
+// client, the number of its last failed call that ended, and how many
+// steps of an ordered acquisition it has taken.
 type mixState struct {
 	holder [numRes]int8
 	ended  [32]uint32
+	steps  [32]uint8
 }
 
 // mixModel is the sequential model of several named locks taken by
-// callers of several kinds: an acquisition takes all its resources at once
-// (a MultiLock's names) or none; a single attempt that fails found one of
-// them held; a failed waiting call may have held its resources for a while
-// inside its interval but holds nothing once it returned (as in semModel).
+// callers of several kinds: a single attempt takes all its resources at
+// once (a MultiLock's TryLock) or none, and when it fails found one of
+// them held; a waiting MultiLock takes its names one at a time in
+// canonical order (ordered holding: it holds the names before the one it
+// waits for); a failed waiting call may have held its resources (a
+// MultiLock: a prefix of them) for a while inside its interval but holds
+// nothing once it returned (as in semModel).
 func mixModel() porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
@@ -98,6 +109,25 @@ func mixModel() porcupine.Model {
 				}
 			}
 			free := func(h int8) bool { return h == 0 }
+			if in.step > 0 && (in.kind == opAcquire || in.kind == giveUpTake) {
+				// One step of an ordered acquisition.
+				next := []any{}
+				if in.kind == giveUpTake {
+					if s.ended[in.client] == in.seq {
+						return []any{s}
+					}
+					next = append(next, s)
+				}
+				if s.steps[in.client] == in.step-1 && all(free) && (in.kind == giveUpTake || ok) {
+					set(0, me)
+					s.steps[in.client] = in.step
+					if in.last {
+						s.steps[in.client] = 0
+					}
+					next = append(next, s)
+				}
+				return next
+			}
 			switch in.kind {
 			case opAcquire:
 				if ok && all(free) {
@@ -125,6 +155,7 @@ func mixModel() porcupine.Model {
 			case giveUpEnd:
 				set(me, 0)
 				s.ended[in.client] = in.seq
+				s.steps[in.client] = 0
 				return []any{s}
 			}
 			return nil
@@ -137,6 +168,9 @@ func mixModel() porcupine.Model {
 			}
 			for _, x := range s.ended {
 				h = h*1000003 + uint64(x)
+			}
+			for _, x := range s.steps {
+				h = h*131 + uint64(x)
 			}
 			return h
 		},
@@ -163,6 +197,9 @@ type mixCaller struct {
 	what string
 	res  uint8
 	wait bool // Lock (else TryLock)
+	// order, for a waiting MultiLock: its names' resources in canonical
+	// order, taken one at a time.
+	order []uint8
 	// owner, for a ReentrantMutex: the caller re-enters once while it
 	// holds.
 	owner string
@@ -208,14 +245,15 @@ func TestMixedUse(t *testing.T) {
 			fair := func(name string) func() (primitives.Mutex, error) {
 				return func() (primitives.Mutex, error) { return primitives.NewFairMutex(d.new(t, srv.Addr), name, opts...) }
 			}
+			ordered := func(c mixCaller, order ...uint8) mixCaller { c.order = order; return c }
 			callers := []mixCaller{
 				mk("Mutex(a).Lock", resA, true, "", mutex("a")),
 				mk("Mutex(a).Lock", resA, true, "", mutex("a")),
 				mk("Mutex(a).TryLock", resA, false, "", mutex("a")),
 				mk("ReentrantMutex(b).Lock", resB, true, "rb", reentrant("b")),
 				mk("ReentrantMutex(a).Lock", resA, true, "ra", reentrant("a")),
-				mk("MultiLock(a,b).Lock", resA|resB, true, "", multi("a", "b")),
-				mk("MultiLock(b,c).Lock", resB|resC, true, "", multi("c", "b")),
+				ordered(mk("MultiLock(a,b).Lock", resA|resB, true, "", multi("a", "b")), resA, resB),
+				ordered(mk("MultiLock(b,c).Lock", resB|resC, true, "", multi("c", "b")), resB, resC),
 				mk("MultiLock(a,c).TryLock", resA|resC, false, "", multi("a", "c")),
 				mk("Mutex(c).Lock", resC, true, "", mutex("c")),
 				mk("FairMutex(a).Lock", resFairA, true, "", fair("a")),
@@ -335,14 +373,26 @@ func runMixed(t *testing.T, callers []mixCaller, d time.Duration) *mixHistory {
 					seq++
 					in.seq = seq
 					in.kind = giveUpTake
-					add(c, in, call, false)
+					if len(cl.order) > 0 {
+						for i, r := range cl.order {
+							add(c, mixInput{client: c, kind: giveUpTake, res: r, seq: seq, step: uint8(i + 1), last: i == len(cl.order)-1}, call, false)
+						}
+					} else {
+						add(c, in, call, false)
+					}
 					in.kind = giveUpEnd
 					add(c, in, call, false)
 					time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Microsecond)
 					continue
 				}
 				in.kind = opAcquire
-				add(c, in, call, true)
+				if len(cl.order) > 0 {
+					for i, r := range cl.order {
+						add(c, mixInput{client: c, kind: opAcquire, res: r, step: uint8(i + 1), last: i == len(cl.order)-1}, call, true)
+					}
+				} else {
+					add(c, in, call, true)
+				}
 				mu.Lock()
 				h.granted[cl.what]++
 				mu.Unlock()

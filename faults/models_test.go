@@ -107,6 +107,23 @@ func TestMixModel(t *testing.T) {
 			modelStep{0, in(0, giveUpTake, resA|resB, 1), false, 0, 100}, modelStep{0, in(0, giveUpEnd, resA|resB, 1), false, 0, 100},
 			modelStep{1, in(1, opAcquire, resB, 0), false, 110, 120},
 		), false},
+		// A waiting MultiLock{a,b} (steps a, then b, over [0,100]) holds a
+		// while a Mutex of b holds b; a TryLock of a fails meanwhile.
+		{"a waiting MultiLock holds its first name while it waits for the next", modelHist(
+			modelStep{2, in(2, opAcquire, resB, 0), true, 0, 5},
+			modelStep{0, mixInput{client: 0, kind: opAcquire, res: resA, step: 1}, true, 0, 100},
+			modelStep{0, mixInput{client: 0, kind: opAcquire, res: resB, step: 2, last: true}, true, 0, 100},
+			modelStep{1, in(1, opAcquire, resA, 0), false, 20, 30},
+			modelStep{2, in(2, opRelease, resB, 0), true, 40, 50},
+		), true},
+		// ...but never its later name before its earlier one.
+		{"a waiting MultiLock never holds a later name first", modelHist(
+			modelStep{2, in(2, opAcquire, resA, 0), true, 0, 5},
+			modelStep{0, mixInput{client: 0, kind: opAcquire, res: resA, step: 1}, true, 0, 100},
+			modelStep{0, mixInput{client: 0, kind: opAcquire, res: resB, step: 2, last: true}, true, 0, 100},
+			modelStep{1, in(1, opAcquire, resB, 0), false, 20, 30},
+			modelStep{2, in(2, opRelease, resA, 0), true, 40, 50},
+		), false},
 		{"a MultiLock release frees all its names", modelHist(
 			modelStep{0, in(0, opAcquire, resA|resB, 0), true, 0, 10},
 			modelStep{0, in(0, opRelease, resA|resB, 0), true, 20, 30},
