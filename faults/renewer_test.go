@@ -1,0 +1,177 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// sleepUntil sleeps until at.
+func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
+
+// TestTimelyRenewalBesideHungNode is issue 13's second case, on a real
+// 3-master Redis Cluster: one process (one client) holds four Mutexes of
+// TTL 6 s on node A, taken 0.6 s apart; node A hangs (SIGSTOP) at 1.9 s; at
+// 3.4 s the same client is granted a Mutex L of TTL 1.5 s on node B, which
+// stays healthy. The renewals stuck on A must not keep L from being
+// renewed:
+//   - L's Context stays live to the end (past 3 of its TTLs) and the server
+//     still holds it then (lease.TTL);
+//   - another client, polling L with TryLock from 3.5 s on, is refused (it
+//     must have been refused at least once) and never granted while L's
+//     Context is live;
+//   - the four leases on A are told lost by their deadlines plus slack
+//     (the hang outlasts them: the losses are forced);
+//   - a TryLock on A during the hang returns within its 200 ms deadline
+//     plus slack.
+func TestTimelyRenewalBesideHungNode(t *testing.T) {
+	redistest.Require(t, "redis-cli")
+	const (
+		longTTL  = 6 * time.Second
+		shortTTL = 1500 * time.Millisecond
+		callDL   = 200 * time.Millisecond
+		prefix   = "h:"
+	)
+	faults := "Cluster node A hung (SIGSTOP) while 4 leases (TTL 6 s) renew on it; a lease (TTL 1.5 s) on healthy node B must go on renewing; another client polls it"
+	// go-redis with its default options is left out: it ignores deadlines
+	// (TestTimelyWritesPaused covers that), which would hide the renewer's
+	// part here.
+	for _, d := range append(append([]clusterDriver{}, clusterDrivers...), defaultClusterDrivers[1]) {
+		t.Run(d.name, func(t *testing.T) {
+			v := &verdict{t: t}
+			cl := redistest.StartCluster(t, 3)
+			keepHealthyNodesServing(t, cl)
+			m := newClusterMap(t, cl)
+			const nodeA, nodeB = 0, 1
+			onA := m.namesOn(t, prefix, "a", nodeA, 5)
+			onB := m.namesOn(t, prefix, "b", nodeB, 1)
+			holder, other := d.new(t, cl.Addrs), d.new(t, cl.Addrs)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			lock := func(b backend.Backend, name string, ttl time.Duration) (acquireFunc, acquireFunc) {
+				mu, err := primitives.NewMutex(b, name, primitives.WithTTL(ttl), primitives.WithPrefix(prefix))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return mu.Lock, mu.TryLock
+			}
+			take := func(name string, ttl time.Duration) *watched {
+				l, _ := lock(holder, name, ttl)
+				lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+				defer lcancel()
+				called := time.Now()
+				lease, err := l(lctx)
+				if err != nil {
+					t.Fatalf("lock %s: %v", name, err)
+				}
+				return watch(kMutex, []string{name}, ttl, called, lease)
+			}
+
+			// The other client knows the cluster before the hang (a
+			// go-redis ClusterClient loads the slots on its first command).
+			_, warm := lock(other, onB[0]+"-warm", shortTTL)
+			if l, err := warm(ctx); err != nil {
+				t.Fatal(err)
+			} else {
+				l.Release(ctx)
+			}
+
+			t0 := time.Now()
+			var onAWatched []*watched
+			for i := range 4 {
+				sleepUntil(t0.Add(time.Duration(i) * 600 * time.Millisecond))
+				w := take(onA[i], longTTL)
+				defer w.stopWait()
+				onAWatched = append(onAWatched, w)
+			}
+			sleepUntil(t0.Add(1900 * time.Millisecond))
+			cl.Nodes[nodeA].Pause()
+			faultAt := time.Now()
+			t.Cleanup(cl.Nodes[nodeA].Resume)
+
+			// A single attempt on the hung node returns by its deadline
+			// (on its own goroutine: the scenario's clock goes on).
+			var bg sync.WaitGroup
+			defer bg.Wait()
+			bg.Go(func() {
+				sleepUntil(t0.Add(2500 * time.Millisecond))
+				_, tryA := lock(holder, onA[4], longTTL)
+				late, err := timedCall(callDL, func(ctx context.Context) error {
+					l, err := tryA(ctx)
+					if err == nil {
+						l.Release(ctx)
+					}
+					return err
+				})
+				t.Logf("TryLock on the hung node: %v after its deadline: %v", late.Round(time.Millisecond), err)
+				v.late("TryLock on the hung node (200 ms deadline) returned", late, slack)
+			})
+
+			sleepUntil(t0.Add(3400 * time.Millisecond))
+			wL := take(onB[0], shortTTL)
+			defer wL.stopWait()
+
+			// Check once every lease on A is past its deadline.
+			var checkAt time.Time
+			for _, w := range onAWatched {
+				if dl := w.deadline(faultAt).Add(slack + 100*time.Millisecond); dl.After(checkAt) {
+					checkAt = dl
+				}
+			}
+			var c contender
+			_, otherTry := lock(other, onB[0], shortTTL)
+			pctx, pcancel := context.WithDeadline(ctx, checkAt)
+			defer pcancel()
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				sleepUntil(t0.Add(3500 * time.Millisecond))
+				c.poll(pctx, otherTry, 50*time.Millisecond, callDL)
+			})
+			wg.Wait()
+			bg.Wait()
+
+			// L, on the healthy node, renewed all along.
+			if end, ended := wL.ended(); ended {
+				v.fail("L (TTL %v, on healthy node B) was told lost %v after its grant (%v after its grant's deadline): its renewals did not get through", shortTTL,
+					end.Sub(wL.granted).Round(time.Millisecond), end.Sub(wL.granted.Add(shortTTL-drift(shortTTL))).Round(time.Millisecond))
+			} else {
+				tctx, tcancel := context.WithTimeout(ctx, time.Second)
+				left, err := wL.l.TTL(tctx)
+				tcancel()
+				if err != nil {
+					v.fail("L's Context is live but the server says: %v", err)
+				} else {
+					t.Logf("L held %v after its grant (%.1f TTLs), %v left on the server", time.Since(wL.granted).Round(time.Millisecond), float64(time.Since(wL.granted))/float64(shortTTL), left)
+				}
+			}
+			if time.Since(wL.granted) < 2*shortTTL {
+				t.Fatalf("the check came %v after L's grant: not past 2 of its TTLs", time.Since(wL.granted))
+			}
+			checkOverlap(v, wL, &c, slack)
+			if c.refused.Load() == 0 {
+				t.Errorf("the other client was never refused L (%d attempts, errors %v): it did not contend", c.attempts.Load(), c.errs)
+			}
+			v.late("the other client's TryLock (200 ms deadline) returned", c.lateCall, slack)
+			t.Logf("the other client: %d attempts, %d refused, %d granted, errors %v", c.attempts.Load(), c.refused.Load(), len(c.grants), c.errs)
+
+			// The leases on the hung node, told in time.
+			for i, w := range onAWatched {
+				end, ok := w.ended()
+				dl := w.deadline(faultAt)
+				if !ok {
+					v.late(fmt.Sprintf("lease %d on the hung node: loss never told; checked", i), time.Since(dl), slack)
+					continue
+				}
+				t.Logf("lease %d on the hung node told lost %v after the hang began (deadline %v after)", i, end.Sub(faultAt).Round(time.Millisecond), dl.Sub(faultAt).Round(time.Millisecond))
+				v.late(fmt.Sprintf("lease %d on the hung node: loss told", i), end.Sub(dl), slack)
+			}
+			v.report("hung cluster node, renewals beside it", d.name, "Mutex", 7+int(c.attempts.Load()), faults)
+		})
+	}
+}
