@@ -175,3 +175,154 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 		})
 	}
 }
+
+// TestTimelyChunkReportsEachLease is issue 13's third case: two leases
+// renewed by extend (not one script call) in one process, X on instances
+// that hang and Y on healthy ones. Y's keys are deleted (as a restart or a
+// failover without the grant would) and another client takes Y. Y's
+// Context must end as soon as its own renewal finds it gone: within one
+// renewal period (a third of its TTL) and its instance timeout after the
+// deletion, plus slack, and never after Y's own deadline; X, whose
+// instances hang past its TTL, is told by its deadline. X is either
+//   - a Redlock over three instances, all hung, whose instance timeout is
+//     3 s (a long one, as a distant deployment may set; it must stay under
+//     the TTL), or
+//   - a MultiLock over two names on different nodes of a Cluster, one of
+//     which hangs: its renewal extends the names one after the other.
+//
+// Y is a Redlock of TTL 3 s over three healthy instances.
+func TestTimelyChunkReportsEachLease(t *testing.T) {
+	redistest.Require(t, "redis-cli")
+	const (
+		xTTL   = 3600 * time.Millisecond
+		yTTL   = 3 * time.Second
+		prefix = "c:"
+	)
+	// The Redlock default: a twentieth of the TTL, between 5 and 100 ms.
+	yInstanceTimeout := min(max(yTTL/20, 5*time.Millisecond), 100*time.Millisecond)
+	type flavour struct {
+		name string
+		// open returns X's acquisition and the hang and its undoing.
+		open func(t *testing.T, d driver, cd clusterDriver) (lock acquireFunc, hang, resume func())
+	}
+	flavours := []flavour{
+		{"Redlock on hung instances", func(t *testing.T, d driver, _ clusterDriver) (acquireFunc, func(), func()) {
+			var bs []backend.Backend
+			var srvs []*redistest.Server
+			for range 3 {
+				s := redistest.Start(t)
+				srvs = append(srvs, s)
+				bs = append(bs, d.new(t, s.Addr))
+			}
+			rl, err := primitives.NewRedlock(bs, "x", primitives.WithTTL(xTTL), primitives.WithPrefix(prefix), primitives.WithInstanceTimeout(3*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rl.Lock, func() {
+					for _, s := range srvs {
+						s.Pause()
+					}
+				}, func() {
+					for _, s := range srvs {
+						s.Resume()
+					}
+				}
+		}},
+		{"split MultiLock on a hung Cluster node", func(t *testing.T, _ driver, cd clusterDriver) (acquireFunc, func(), func()) {
+			cl := redistest.StartCluster(t, 3)
+			keepHealthyNodesServing(t, cl)
+			m := newClusterMap(t, cl)
+			names := []string{m.namesOn(t, prefix, "xa", 0, 1)[0], m.namesOn(t, prefix, "xb", 1, 1)[0]}
+			ml, err := primitives.NewMultiLock(cd.new(t, cl.Addrs), names, primitives.WithTTL(xTTL), primitives.WithPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ml.Lock, cl.Nodes[0].Pause, cl.Nodes[0].Resume
+		}},
+	}
+	for _, f := range flavours {
+		for i, d := range drivers {
+			t.Run(f.name+"/"+d.name, func(t *testing.T) {
+				v := &verdict{t: t}
+				xLock, hang, resume := f.open(t, d, clusterDrivers[i])
+				var ySrvs []*redistest.Server
+				var yB, otherB []backend.Backend
+				for range 3 {
+					s := redistest.Start(t)
+					ySrvs = append(ySrvs, s)
+					yB = append(yB, d.new(t, s.Addr))
+					otherB = append(otherB, d.new(t, s.Addr))
+				}
+				y, err := primitives.NewRedlock(yB, "y", primitives.WithTTL(yTTL), primitives.WithPrefix(prefix))
+				if err != nil {
+					t.Fatal(err)
+				}
+				yOther, err := primitives.NewRedlock(otherB, "y", primitives.WithTTL(yTTL), primitives.WithPrefix(prefix))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+
+				t0 := time.Now()
+				yl, err := y.Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wY := watch(kRedlock, []string{"y"}, yTTL, t0, yl)
+				defer wY.stopWait()
+				xCalled := time.Now()
+				xl, err := xLock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wX := watch(kRedlock, []string{"x"}, xTTL, xCalled, xl)
+				defer wX.stopWait()
+
+				sleepUntil(t0.Add(400 * time.Millisecond))
+				hang()
+				faultAt := time.Now()
+				t.Cleanup(resume)
+
+				sleepUntil(t0.Add(500 * time.Millisecond))
+				for _, s := range ySrvs {
+					if _, err := s.Do(ctx, "DEL", primitives.KeyBase(prefix, "y")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				delAt := time.Now()
+				tctx, tcancel := context.WithTimeout(ctx, time.Second)
+				ol, err := yOther.TryLock(tctx)
+				tcancel()
+				if err != nil {
+					t.Fatalf("another client could not take Y once its keys were deleted: %v", err)
+				}
+				defer ol.Release(context.Background())
+
+				yEnd, yOK := wY.waitEnded(wY.deadline(delAt).Add(time.Second))
+				xEnd, xOK := wX.waitEnded(wX.deadline(faultAt).Add(time.Second))
+				// Y's first renewal after the deletion begins by a third of
+				// its TTL after the last one (or its grant) began.
+				soon := delAt.Add(yTTL/3 + yInstanceTimeout)
+				if !delAt.After(wY.called.Add(yTTL / 4)) {
+					soon = wY.granted.Add(yTTL/3 + yInstanceTimeout) // its first renewal finds it gone
+				}
+				if !yOK {
+					v.late("Y, found gone by its renewal: loss never told; checked", time.Since(soon), slack)
+				} else {
+					t.Logf("Y told lost %v after its keys were deleted (its renewal was due %v after, its deadline %v after)", yEnd.Sub(delAt).Round(time.Millisecond),
+						soon.Add(-yInstanceTimeout).Sub(delAt).Round(time.Millisecond), wY.deadline(delAt).Sub(delAt).Round(time.Millisecond))
+					v.late("Y's loss was told (its renewal was due within a third of its TTL of the deletion)", yEnd.Sub(soon), slack)
+					v.late("Y's loss was told after its own deadline:", yEnd.Sub(wY.deadline(delAt)), slack)
+				}
+				if !xOK {
+					v.late("X, on hung instances: loss never told; checked", time.Since(wX.deadline(faultAt)), slack)
+				} else {
+					t.Logf("X told lost %v after the hang began (deadline %v after)", xEnd.Sub(faultAt).Round(time.Millisecond), wX.deadline(faultAt).Sub(faultAt).Round(time.Millisecond))
+					v.late("X's loss was told", xEnd.Sub(wX.deadline(faultAt)), slack)
+				}
+				v.report("extend-only renewals: one lease found gone beside one hanging", d.name, "Redlock (beside a "+f.name+")", 5, "Y's keys deleted and taken by another client while X's instances hang (SIGSTOP); Y must be told within a renewal period")
+			})
+		}
+	}
+}
