@@ -326,3 +326,74 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelyExtendBehindRenewal is issue 13's fourth case: Extend on a
+// lease whose renewal is in flight against a hung server (SIGSTOP) must
+// return within its own deadline (100 ms) plus slack, not wait for the
+// renewal; and the lease is still told lost by its deadline. Every
+// primitive at once, each on its own servers, both drivers.
+func TestTimelyExtendBehindRenewal(t *testing.T) {
+	redistest.Require(t)
+	const (
+		ettl   = 3 * time.Second
+		callDL = 100 * time.Millisecond
+	)
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			for _, k := range kinds {
+				wg.Go(func() {
+					t.Run(k.name, func(t *testing.T) {
+						v := &verdict{t: t}
+						var srvs []*redistest.Server
+						var bs []backend.Backend
+						for range k.instances {
+							s := redistest.Start(t)
+							srvs = append(srvs, s)
+							bs = append(bs, d.new(t, s.Addr))
+						}
+						names := namesFor(k, "e")
+						lock, _, err := k.open(bs, names, false, primitives.WithTTL(ettl), primitives.WithPrefix("e:"))
+						if err != nil {
+							t.Fatal(err)
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						called := time.Now()
+						l, err := lock(ctx)
+						if err != nil {
+							t.Fatal(err)
+						}
+						w := watch(k, names, ettl, called, l)
+						defer w.stopWait()
+						// Hang before the renewal can begin (a quarter of
+						// the TTL at the earliest); the renewal is due at a
+						// third and is in flight after it.
+						sleepUntil(called.Add(ettl/4 - 50*time.Millisecond))
+						for _, s := range srvs {
+							s.Pause()
+						}
+						faultAt := time.Now()
+						defer func() {
+							for _, s := range srvs {
+								s.Resume()
+							}
+						}()
+						sleepUntil(w.granted.Add(ettl/3 + 150*time.Millisecond))
+						late, err := timedCall(callDL, func(ctx context.Context) error { return l.Extend(ctx, ettl) })
+						t.Logf("Extend with a renewal in flight: %v after its %v deadline: %v", late.Round(time.Millisecond), callDL, err)
+						v.late("Extend (100 ms deadline) behind a renewal in flight returned", late, slack)
+						end, ok := w.waitEnded(w.deadline(faultAt).Add(time.Second))
+						if !ok {
+							v.late("loss never told; checked", time.Since(w.deadline(faultAt)), slack)
+						} else {
+							v.late("the loss was told", end.Sub(w.deadline(faultAt)), slack)
+						}
+						v.report("Extend behind a renewal in flight", d.name, k.name, 2, "server hung (SIGSTOP) before the first renewal (TTL 3 s); Extend with a 100 ms deadline while that renewal is in flight")
+					})
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
