@@ -398,6 +398,11 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 	for _, k := range manyKinds {
 		verdicts[k.name].report(scenario, driver, k.name, ops[k.name], faults)
 	}
+	var left []latchkit.Lease
+	for _, ml := range all {
+		left = append(left, ml.w.l)
+	}
+	releaseAll(append(left, callLeases...)...)
 }
 
 // summarize gives the count, median, 99th percentile and maximum of ds.

@@ -172,6 +172,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 				v.late(fmt.Sprintf("lease %d on the hung node: loss told", i), end.Sub(dl), slack)
 			}
 			v.report("hung cluster node, renewals beside it", d.name, "Mutex", 7+int(c.attempts.Load()), faults)
+			releaseAll(wL.l)
 		})
 	}
 }

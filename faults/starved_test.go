@@ -180,6 +180,7 @@ func TestTimelyStarved(t *testing.T) {
 				}
 				heal()
 				v.report("CPU-starved client, partitioned", d.name, k.name, 6+int(c.attempts.Load()), faults)
+				releaseAll(wB.l, ext, w.l)
 			})
 		}
 	}

@@ -461,6 +461,22 @@ func checkOverlap(v *verdict, w *watched, c *contender, tolerance time.Duration)
 	}
 }
 
+// releaseAll gives back leases a test leaves behind (lost ones too), so
+// that no renewal outlives the test.
+func releaseAll(ls ...latchkit.Lease) {
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		if l != nil {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				l.Release(ctx)
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // adminClient is a plain client of addr for the tests' own commands.
 func adminClient(t *testing.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
@@ -696,6 +712,7 @@ func writesPaused(t *testing.T, d driver, k kind, pttl, pause, callDL time.Durat
 		v.late("the contender's Lock returned", c.lateCall, slack)
 	}
 	v.report("writes paused", d.name, k.name, len(calls)+4+int(c.attempts.Load()), faults)
+	releaseAll(ext, wl)
 }
 
 // sortDurations sorts ds in place.
