@@ -421,6 +421,10 @@ type scenario struct {
 	holdFor func(w int) time.Duration
 	// fencesAcrossEpochs is false when Redis loses its data (a restart).
 	fencesAcrossEpochs bool
+	// withDefaults: the scenario also runs through the drivers with their
+	// default options (defaultDrivers), where it is the driver's handling
+	// of deadlines that is tested.
+	withDefaults bool
 }
 
 func short(int) time.Duration { return 15 * time.Millisecond }
@@ -457,7 +461,7 @@ var scenarios = []scenario{
 				r.proxies[rand.IntN(len(r.proxies))].ResetAll()
 			}
 		}},
-	{name: "partition", faults: "the holder's connections black-holed for 2 TTLs while it holds", fencesAcrossEpochs: true,
+	{name: "partition", faults: "the holder's connections black-holed for 2 TTLs while it holds", fencesAcrossEpochs: true, withDefaults: true,
 		holdFor: func(w int) time.Duration {
 			if w == 0 {
 				return 3 * time.Second // the holder: holds until it learns it lost
@@ -475,7 +479,7 @@ var scenarios = []scenario{
 			sleepOr(2*ttl, stop)
 			r.proxies[0].Blackhole(false)
 		}},
-	{name: "hang", faults: "redis-server stopped (SIGSTOP) for 1.2 TTLs, then continued", holdFor: short, fencesAcrossEpochs: true,
+	{name: "hang", faults: "redis-server stopped (SIGSTOP) for 1.2 TTLs, then continued", holdFor: short, fencesAcrossEpochs: true, withDefaults: true,
 		inject: func(t *testing.T, r *rig, stop <-chan struct{}) {
 			if !sleepOr(300*time.Millisecond, stop) {
 				return
@@ -505,7 +509,11 @@ func TestFaults(t *testing.T) {
 	redistest.Require(t)
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			for _, d := range drivers {
+			ds := drivers
+			if sc.withDefaults {
+				ds = append(append([]driver{}, drivers...), defaultDrivers...)
+			}
+			for _, d := range ds {
 				for _, p := range prims {
 					t.Run(d.name+"/"+p.name, func(t *testing.T) {
 						r := newRig(t, d, p)
@@ -549,6 +557,24 @@ Not checked across a restart: a Redis restarted without persistence forgets
 every lock, so a second holder can be granted one that a first still
 believes it has until its next renewal (at most TTL/3) tells it; see
 README, "What it does not promise". Fences restart with the data too.
+
+Drivers marked "(default options)" are clients made with nothing but the
+address, as most users write them: go-redis then ignores context deadlines
+(no ContextTimeoutEnabled); rueidis keeps its defaults.
+
+The rows of the scenarios "writes paused", "hung cluster node, renewals
+beside it", "extend-only renewals: ...", "Extend behind a renewal in
+flight", "many leases, ..." and "CPU-starved client, partitioned" come from
+the timeliness tests (` + "`faults/timely_test.go`" + ` and the files beside it), each
+with its own set-up, given in its faults column. There a violation is any
+of: a lost lease whose Context ended more than 150 ms (the tests' ` + "`slack`" + `,
+the Go scheduler's lateness on a busy 2-core machine) after its deadline by
+the holder's clock (the start of the granting call, or of the last renewal
+that could have succeeded, plus the TTL, minus the drift allowance); a lease
+the fault did not touch told lost; another client granted while a holder's
+Context was live (by more than the slack); a call returning more than the
+slack after its deadline. ` + "`-args -long`" + ` runs "many leases" at full size
+(1,000 leases of TTL 1-60 s).
 
 `)
 	fmt.Fprintf(&b, "| scenario | driver | primitive | operations | faults injected | violations |\n|---|---|---|---|---|---|\n")
