@@ -21,6 +21,7 @@ func RunGiveUp(t *testing.T, h Harness) {
 	runSteps(t, h, []step{
 		{"LostTryReply", testLostTryReply},
 		{"DeadlineMidAttempt", testDeadlineMidAttempt},
+		{"LateAttemptRefused", testLateAttemptRefused},
 		{"ResentFirstAttempt", testResentFirstAttempt},
 		{"HandOverSkipsReleaser", testHandOverSkipsReleaser},
 		{"ForeignQueueKey", testForeignQueueKey},
@@ -178,6 +179,73 @@ func testDeadlineMidAttempt(t *testing.T, h Harness) {
 			}
 			l.Release(ctx)
 		})
+	}
+}
+
+// stuck holds back the next script: the call fails when its context ends,
+// and the script reaches the server only when run is closed (a command
+// stuck in a socket behind a paused server, or retransmitted late).
+type stuck struct {
+	backend.Backend
+	armed atomic.Bool
+	run   chan struct{}
+	ran   chan error
+}
+
+// Cluster passes on what the wrapped backend says.
+func (s *stuck) Cluster() bool { return backend.IsCluster(s.Backend) }
+
+func (s *stuck) Eval(ctx context.Context, sc *backend.Script, keys, args []string) (backend.Value, error) {
+	if !s.armed.CompareAndSwap(true, false) {
+		return s.Backend.Eval(ctx, sc, keys, args)
+	}
+	go func() {
+		<-s.run
+		_, err := s.Backend.Eval(context.Background(), sc, keys, args)
+		s.ran <- err
+	}()
+	<-ctx.Done()
+	return nil, &backend.Error{Kind: ctx.Err(), Cause: errors.New("injected: i/o timeout")}
+}
+
+// testLateAttemptRefused: an acquisition gives up while its attempt is
+// stuck on the way to the server; the attempt reaches the server only after
+// the give-back. The server refuses it (the token was remembered as given
+// back): no grant is left that nobody holds.
+func testLateAttemptRefused(t *testing.T, h Harness) {
+	for _, e := range exclusives {
+		for _, try := range []bool{false, true} {
+			name := e.name + "/Lock"
+			if try {
+				name = e.name + "/TryLock"
+			}
+			t.Run(name, func(t *testing.T) {
+				p := prefix(t)
+				ctx := ctxT(t, 20*time.Second)
+				s := &stuck{Backend: h.NewClient(t).Backend, run: make(chan struct{}), ran: make(chan error, 1)}
+				lock, tryLock := e.open(s, p)
+				if try {
+					lock = tryLock
+				}
+				s.armed.Store(true)
+				lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				_, err := lock(lctx)
+				cancel()
+				if err == nil {
+					t.Fatal("granted although its attempt never reached the server")
+				}
+				close(s.run) // the attempt reaches the server now, after the give-back
+				if err := <-s.ran; err != nil && !errors.Is(err, latchkit.ErrInvalid) {
+					t.Logf("the late attempt: %v", err)
+				}
+				other := e.rival(h.NewClient(t).Backend, p)
+				l, err := other(ctx)
+				if err != nil {
+					t.Fatalf("after a late copy of an attempt whose acquisition gave up, another client: %v: the late attempt was granted", err)
+				}
+				l.Release(ctx)
+			})
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ type attempt struct {
 // retried in the background while Redis cannot be reached. A call that gives
 // up therefore returns at most giveBackTimeout after its context ended.
 const (
-	giveBackTimeout = 250 * time.Millisecond
+	giveBackTimeout = 100 * time.Millisecond
 	giveBackWindow  = time.Second
 )
 

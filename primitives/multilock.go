@@ -24,7 +24,7 @@ type MultiLease interface {
 }
 
 // The MultiLock scripts of names on one server (lua/multi_*.lua), over
-// the Mutex keys of every name, six per name: a MultiLock excludes, and is
+// the Mutex keys of every name, seven per name: a MultiLock excludes, and is
 // excluded by, a Mutex of any of its names, and waits in the same queues.
 var (
 	multiAcquire  = loadScript("multi_acquire")
@@ -39,7 +39,7 @@ type multiLock struct {
 	names    []string // canonical order
 	label    string   // the names joined, for errors and spans
 	cfg      config
-	keys     []string // all names' Mutex keys, six per name
+	keys     []string // all names' Mutex keys, seven per name
 	channels []string // one per name
 	parts    []*mutex // one Mutex per name, for the one-slot-at-a-time path
 	split    bool     // the names' keys may live on different servers
@@ -224,13 +224,13 @@ func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, e
 			// All or nothing: give back the names taken, and this one,
 			// whose outcome may be unknown.
 			for _, taken := range ml.parts[:i+1] {
-				_ = taken.giveBack(gctx, at.token)
+				_ = taken.withdrawEntry(gctx, at.token, "", true)
 			}
 		} else if _, held := err.(*latchkit.HeldError); held {
 			// Hold nothing and queue nowhere beyond the name waited for
 			// (where an earlier attempt may have got).
 			for _, beyond := range ml.parts[i+1 : at.reach] {
-				_ = beyond.giveBackEntry(gctx, at.token, ml.entry(at.token))
+				_ = beyond.withdrawEntry(gctx, at.token, ml.entry(at.token), false)
 			}
 			at.reach = i + 1
 		}
@@ -250,7 +250,7 @@ func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
 	}
 	var errs []error
 	for _, m := range ml.parts {
-		errs = append(errs, m.giveBackEntry(ctx, token, entry))
+		errs = append(errs, m.withdrawEntry(ctx, token, entry, true))
 	}
 	return errors.Join(errs...)
 }
@@ -269,7 +269,7 @@ func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration
 
 func (ml *multiLock) release(ctx context.Context, token string) (bool, error) {
 	if !ml.split {
-		args := append([]string{token, markerMS, ml.handArg}, ml.channels...)
+		args := append([]string{token, ml.handArg}, ml.channels...)
 		return flag(ml.b.Eval(ctx, multiRelease, ml.keys, args))
 	}
 	all := true

@@ -36,7 +36,7 @@ type Mutex interface {
 // TTL it asked for, and the fence. A waiter that stops attempting drops out
 // of the queue after the waiter timeout; a lock handed to a waiter that
 // never confirms frees itself after the same timeout. MultiLock shares the
-// keys and the queue (lua/multi_*.lua); Redlock passes the first four keys
+// keys and the queue (lua/multi_*.lua); Redlock passes the first five keys
 // only: it never queues.
 var (
 	mutexAcquire  = loadScript("mutex_acquire")
@@ -51,11 +51,15 @@ var (
 // over pub/sub.
 func wakeID(token string) string {
 	sum := sha1.Sum([]byte(token))
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:wakeIDBytes])
 }
 
-// markerTTL is how long a release marker lives: longer than any retry of the
-// release that wrote it.
+// wakeIDBytes is how many bytes of the digest a wakeID keeps.
+const wakeIDBytes = 8
+
+// markerTTL is how long a release marker lives, and a finished token is
+// remembered (see remember in lua/prelude.lua): longer than any retry of
+// the release that wrote it, and than any late copy of an attempt.
 const markerTTL = 60 * time.Second
 
 type mutex struct {
@@ -63,8 +67,8 @@ type mutex struct {
 	kind    latchkit.Kind
 	name    string
 	cfg     config
-	keys    []string // lock, fence, marker, annotation: what MultiLock and Redlock use
-	qkeys   []string // keys, then the wait queue and the waiters' liveness
+	keys    []string // lock, fence, marker, annotation, tokens given back: what Redlock uses
+	qkeys   []string // keys, then the wait queue and the waiters' liveness: a Mutex's and MultiLock's
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
 	ttlArg  string
@@ -109,13 +113,13 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	base := KeyBase(cfg.prefix, name)
 	fence, marker := base+":fence", base+":released"
 	channel := marker[:len(base)+len(":rel")]
-	k := &[7]string{fence[:len(base)], fence, marker, base + ":who", base + ":q", base + ":qlive", channel}
+	k := &[8]string{fence[:len(base)], fence, marker, base + ":who", base + ":gone", base + ":q", base + ":qlive", channel}
 	m := &mutex{
 		b: b, kind: kind, name: name, cfg: cfg,
-		keys:    k[:4:4],
-		qkeys:   k[:6:6],
+		keys:    k[:5:5],
+		qkeys:   k[:7:7],
 		channel: channel,
-		chans:   k[6:7:7],
+		chans:   k[7:8:8],
 		ttlArg:  ms(cfg.ttl),
 		waitArg: ms(cfg.waiterTimeout),
 		handArg: ms(min(cfg.ttl, cfg.waiterTimeout)),
@@ -172,30 +176,36 @@ func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bo
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, markerMS, m.handArg}))
+	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg}))
 }
 
 // withdraw gives back what a waiting Lock that ended without a grant may
 // hold or have queued (see mutex_withdraw.lua).
 func (m *mutex) withdraw(ctx context.Context, token string) error {
-	return m.giveBackEntry(ctx, token, m.entry(token))
+	return m.withdrawEntry(ctx, token, m.entry(token), true)
 }
 
 // giveBack gives back what a TryLock whose outcome is unknown may hold.
 func (m *mutex) giveBack(ctx context.Context, token string) error {
-	return m.giveBackEntry(ctx, token, "")
+	return m.withdrawEntry(ctx, token, "", true)
 }
 
-func (m *mutex) giveBackEntry(ctx context.Context, token, entry string) error {
-	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry})
+// withdrawEntry takes entry ("" for none) out of the queue and passes on
+// the lock if token holds it; final, at the end of an acquisition, it also
+// remembers the token as given back, so that a late copy of its attempt is
+// refused.
+func (m *mutex) withdrawEntry(ctx context.Context, token, entry string, final bool) error {
+	end := ""
+	if final {
+		end = "1"
+	}
+	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end})
 	return err
 }
 
 func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
 	return remaining(m.b.Eval(ctx, mutexTTL, m.keys[:1], []string{token}))
 }
-
-var markerMS = ms(markerTTL)
 
 // ms formats d as whole milliseconds, at least 1.
 func ms(d time.Duration) string {

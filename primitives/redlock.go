@@ -14,13 +14,9 @@ import (
 	"github.com/latchkit/latchkit/backend"
 )
 
-// fenceRaise lifts an instance's fence counter to at least ARGV[1], so that
-// a quorum holds the fence a Redlock grant hands out.
-var fenceRaise = backend.NewScript(luaFence + `
-local bad = fence_of(KEYS[1]); if bad then return bad end
-local f = tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[1]) or '0') < f then redis.call('SET', KEYS[1], f) end
-return f`)
+// fenceRaise lifts an instance's fence counter to at least a grant's
+// fence, so that a quorum holds the fence a Redlock grant hands out.
+var fenceRaise = loadScript("fence_raise")
 
 type redlock struct {
 	bs      []backend.Backend
@@ -92,7 +88,7 @@ func (r *redlock) TryLock(ctx context.Context) (latchkit.Lease, error) { return 
 
 func (r *redlock) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
 	return r.cfg.acquire(ctx, r.bs[0], acquisition{op: "lock", kind: latchkit.KindRedlock, name: r.name,
-		chans: r.m.chans, try: try, attempt: r.attempt})
+		chans: r.m.chans, try: try, attempt: r.attempt, giveBack: r.giveBack})
 }
 
 // each runs f on every instance in parallel, each call bounded by the
@@ -160,8 +156,14 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 	}
 	if len(granted) < r.quorum {
 		if countRefused(votes, errs) > 0 {
-			// Someone holds it somewhere: wait for a release.
-			return fail(heldErr(hint, holder))
+			// Someone holds it somewhere: wait for a release. Instances
+			// that did not answer leave the outcome unknown there: the
+			// acquisition gives back when it ends.
+			held := error(heldErr(hint, holder))
+			if err := errors.Join(errs...); err != nil {
+				held = errors.Join(held, err)
+			}
+			return fail(held)
 		}
 		return fail(fmt.Errorf("%d of %d instances granted, quorum %d: %w", len(granted), len(r.bs), r.quorum, errors.Join(errs...)))
 	}
@@ -201,16 +203,6 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 
 var errSkip = errors.New("skipped")
 
-func countNil(errs []error) int {
-	n := 0
-	for _, err := range errs {
-		if err == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // countRefused counts the instances that answered that someone else holds
 // the lock.
 func countRefused(votes []vote, errs []error) int {
@@ -229,25 +221,44 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, markerMS}))
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, r.m.handArg}))
 	})
 }
 
-// quorumOf reports whether at least a quorum of calls returned true.
+// giveBack ends an acquisition without a grant: token is given back on
+// every instance and remembered there, so that a late copy of an attempt
+// that did not answer in time is refused.
+func (r *redlock) giveBack(ctx context.Context, token string) error {
+	_, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (struct{}, error) {
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.m.channel, r.m.handArg, "", "1"})
+		return struct{}{}, err
+	})
+	return errors.Join(errs...)
+}
+
+// quorumOf reports whether at least a quorum of calls returned true. It
+// reports false (lost) only when so many instances answered that they do
+// not hold it that no quorum can: an instance that did not answer (slow,
+// unreachable) may well hold it, and leaves the outcome unknown, an error.
 func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
-	n := 0
+	yes, no := 0, 0
 	for i, h := range held {
-		if errs[i] == nil && h {
-			n++
+		switch {
+		case errs[i] != nil:
+		case h:
+			yes++
+		default:
+			no++
 		}
 	}
-	if n >= r.quorum {
+	if yes >= r.quorum {
 		return true, nil
 	}
-	if countNil(errs) >= r.quorum {
-		return false, nil // a quorum answered, and too few hold it
+	if no > len(r.bs)-r.quorum {
+		return false, nil // a quorum can no longer hold it
 	}
-	return false, fmt.Errorf("%d of %d instances answered, quorum %d: %w", countNil(errs), len(r.bs), r.quorum, errors.Join(errs...))
+	return false, fmt.Errorf("%d of %d instances hold it, %d do not, %d did not answer; quorum %d: %w",
+		yes, len(r.bs), no, len(r.bs)-yes-no, r.quorum, errors.Join(errs...))
 }
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
@@ -259,7 +270,7 @@ func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (
 
 func (r *redlock) release(ctx context.Context, token string) (bool, error) {
 	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, markerMS}))
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, r.m.handArg}))
 	})
 	return r.quorumOf(held, errs)
 }
@@ -285,6 +296,9 @@ func (r *redlock) ttl(ctx context.Context, token string) (time.Duration, bool, e
 		return ds[len(ds)-r.quorum], true, nil
 	}
 	held := make([]bool, len(ls))
+	for i, l := range ls {
+		held[i] = l.held
+	}
 	_, err := r.quorumOf(held, errs)
 	return 0, false, err
 }

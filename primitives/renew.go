@@ -24,7 +24,9 @@ import (
 //   - Leases whose renewal is one script call (renewCaller) go out in
 //     chunks of at most renewChunk calls through backend.Batcher (one
 //     pipeline each; without a Batcher, concurrent Evals). A chunk waits
-//     for its replies at most half the time its earliest lease has left.
+//     for its replies until its earliest lease's deadline; on a Cluster,
+//     where a chunk spans nodes and one of them may hang, at most half
+//     that time.
 //   - A lease whose last renewal failed (a chunk that timed out behind a
 //     hung server, a connection reset), and a lease renewed by its holder's
 //     extend (Redlock, a MultiLock split over Cluster slots), is renewed on
@@ -66,6 +68,7 @@ type renewer struct {
 	key    backend.Backend // the registry key; nil for extend-only holders
 	shared bool            // in the registry
 	batch  backend.Batcher // key's Batcher, or nil
+	halve  bool            // key is a Cluster: a chunk waits half its time (see renewChunk)
 	wake   chan struct{}   // capacity 1: the earliest lease changed
 
 	mu       sync.Mutex
@@ -95,7 +98,7 @@ func renewerFor(b backend.Backend) *renewer {
 }
 
 func newRenewer(b backend.Backend) *renewer {
-	r := &renewer{key: b, wake: make(chan struct{}, 1)}
+	r := &renewer{key: b, wake: make(chan struct{}, 1), halve: b != nil && backend.IsCluster(b)}
 	r.batch, _ = b.(backend.Batcher)
 	return r
 }
@@ -442,8 +445,9 @@ func (r *renewer) renewSolo(l *lease) {
 }
 
 // renewChunk renews ls, whose renewals are script calls, in one batch. It
-// waits for the replies at most half the time the earliest lease has left:
-// a lease whose renewal did not come back is renewed alone next (see
+// waits for the replies until the earliest lease's deadline; on a Cluster
+// at most half the time that lease has left, so that a lease on a healthy
+// node whose chunk waited for a hung one is renewed alone next (see
 // finish), with the other half.
 func (r *renewer) renewChunk(ls []*lease) {
 	jobs := make([]job, 0, len(ls))
@@ -465,7 +469,11 @@ func (r *renewer) renewChunk(ls []*lease) {
 		return
 	}
 	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(first.Sub(start)/2))
+	until := first
+	if r.halve {
+		until = start.Add(first.Sub(start) / 2)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
 	if r.batch != nil {
 		r.batch.EvalBatch(ctx, calls)
 	} else {

@@ -27,157 +27,19 @@ type RWLock interface {
 // gone) stops blocking others after it.
 const DefaultWaiterTimeout = 3 * time.Second
 
-// The RWLock scripts. KEYS: 1 readers (zset token -> expiry, server ms),
-// 2 writer (string token, PX ttl), 3 waiting writers (zset token -> expiry
-// of the intent), 4 fence counter, 5 fences (hash token -> fence),
-// 6 recently released tokens, 7 holders' annotations (hash token ->
-// latchkit.Request.Annotation).
+// The RWLock scripts (lua/rw_*.lua; keys in rw_read.lua). A reader's
+// extend and TTL are the Semaphore's, given the readers, fences and
+// annotations as its KEYS 1, 3 and 5.
 var (
-	// ARGV: 1 token, 2 ttl ms, 3 annotation. Reply {1, fence} or {0, wait
-	// hint ms, the writer's annotation}.
-	rwRead = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
-local ttl = tonumber(ARGV[2])
-local function annotate()
-  if ARGV[3] ~= '' then redis.call('HSET', KEYS[7], ARGV[1], ARGV[3]); keep(KEYS[7], ttl) end
-end
-local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local w = redis.call('GET', KEYS[2])
-redis.call('ZCARD', KEYS[3])
-local bad = fence_of(KEYS[4]); if bad then return bad end
-local myfence = redis.call('HGET', KEYS[5], ARGV[1])
-redis.call('ZCARD', KEYS[6])
-if mine and tonumber(mine) > now then
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[5], ttl); annotate()
-  return {1, tonumber(myfence or '0')}
-end
-if w then return {0, redis.call('PTTL', KEYS[2]), redis.call('HGET', KEYS[7], w)} end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local waiting = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if #waiting > 0 then return {0, tonumber(waiting[2]) - now} end
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #dead > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  for i = 1, #dead do redis.call('HDEL', KEYS[5], dead[i]); redis.call('HDEL', KEYS[7], dead[i]) end
-end
-local f = redis.call('INCR', KEYS[4])
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('HSET', KEYS[5], ARGV[1], f)
-keep(KEYS[1], ttl); keep(KEYS[5], ttl); annotate()
-return {1, f}`)
-
-	// ARGV: 1 token, 2 ttl ms, 3 intent ms (0: do not queue, a TryLock),
-	// 4 annotation. Reply {1, fence} or {0, wait hint ms, the annotation
-	// of the holder waited for}. A writer that finds readers (or another
-	// writer) leaves its intent, which keeps new readers out.
-	rwWrite = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
-local ttl, intent = tonumber(ARGV[2]), tonumber(ARGV[3])
-local function annotate()
-  if ARGV[4] ~= '' then redis.call('HSET', KEYS[7], ARGV[1], ARGV[4]); keep(KEYS[7], ttl) end
-end
-redis.call('ZCARD', KEYS[1])
-local w = redis.call('GET', KEYS[2])
-redis.call('ZCARD', KEYS[3])
-local bad = fence_of(KEYS[4]); if bad then return bad end
-local myfence = redis.call('HGET', KEYS[5], ARGV[1])
-redis.call('ZCARD', KEYS[6])
-if w == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  annotate()
-  return {1, tonumber(myfence or '0')}
-end
-local function queue(hint, holder)
-  if intent > 0 then
-    redis.call('ZADD', KEYS[3], now + intent, ARGV[1])
-    keep(KEYS[3], intent)
-    hint = math.min(hint, math.floor(intent / 3))
-  end
-  return {0, math.max(hint, 1), redis.call('HGET', KEYS[7], holder)}
-end
-if w then return queue(redis.call('PTTL', KEYS[2]), w) end
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #dead > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  for i = 1, #dead do redis.call('HDEL', KEYS[5], dead[i]); redis.call('HDEL', KEYS[7], dead[i]) end
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if #first > 0 then return queue(tonumber(first[2]) - now, first[1]) end
-local f = redis.call('INCR', KEYS[4])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[5], ARGV[1], f)
-keep(KEYS[5], ttl); annotate()
-return {1, f}`)
-
-	// ARGV: 1 token, 2 channel. The give-back of a writer whose Lock
-	// ended without a grant: its intent is withdrawn, and the write lock
-	// is released if the token holds it (an attempt whose reply was lost).
-	// Readers kept out by the intent are woken when it was the last.
-	rwWithdraw = backend.NewScript(`
-local w = redis.call('GET', KEYS[2])
-if redis.call('ZREM', KEYS[3], ARGV[1]) == 1 and redis.call('ZCARD', KEYS[3]) == 0 then
-  redis.call('PUBLISH', ARGV[2], '*')
-end
-if w == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-  redis.call('HDEL', KEYS[5], ARGV[1])
-  redis.call('HDEL', KEYS[7], ARGV[1])
-  redis.call('PUBLISH', ARGV[2], '*')
-end
-return 0`)
-
-	// ARGV: 1 token, 2 channel. Reply 1 released (now or before), 0 not
-	// held. The last reader's release wakes everyone waiting.
-	rwReadRelease = backend.NewScript(luaNow + `
-local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if exp then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[5], ARGV[1])
-  redis.call('HDEL', KEYS[7], ARGV[1])
-  if tonumber(exp) <= now then return 0 end
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 60000)
-  redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -1024)
-  redis.call('ZADD', KEYS[6], now, ARGV[1])
-  redis.call('PEXPIRE', KEYS[6], 60000)
-  if redis.call('ZCOUNT', KEYS[1], now + 1, '+inf') == 0 then redis.call('PUBLISH', ARGV[2], '*') end
-  return 1
-end
-if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 1 end
-return 0`)
-
-	// ARGV: 1 token, 2 channel.
-	rwWriteRelease = backend.NewScript(luaNow + `
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-  redis.call('HDEL', KEYS[5], ARGV[1])
-  redis.call('HDEL', KEYS[7], ARGV[1])
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - 60000)
-  redis.call('ZREMRANGEBYRANK', KEYS[6], 0, -1024)
-  redis.call('ZADD', KEYS[6], now, ARGV[1])
-  redis.call('PEXPIRE', KEYS[6], 60000)
-  redis.call('PUBLISH', ARGV[2], '*')
-  return 1
-end
-if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 1 end
-return 0`)
-
-	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held.
-	// A reader's extend is the semaphore's, given the readers, fences and
-	// annotations as its KEYS[1], KEYS[3] and KEYS[5].
-	rwReadExtend  = semExtend
-	rwWriteExtend = backend.NewScript(luaKeepAlive + `
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  keep(KEYS[7], tonumber(ARGV[2]))
-  return 1
-end
-return 0`)
-
-	// ARGV: 1 token. Reply ms left, or -3.
-	rwReadTTL  = semTTL
-	rwWriteTTL = backend.NewScript(`
-if redis.call('GET', KEYS[2]) == ARGV[1] then return redis.call('PTTL', KEYS[2]) end
-return -3`)
+	rwRead         = loadScript("rw_read")
+	rwWrite        = loadScript("rw_write")
+	rwWithdraw     = loadScript("rw_withdraw")
+	rwReadRelease  = loadScript("rw_read_release")
+	rwWriteRelease = loadScript("rw_write_release")
+	rwReadExtend   = semExtend
+	rwWriteExtend  = loadScript("rw_write_extend")
+	rwReadTTL      = semTTL
+	rwWriteTTL     = loadScript("rw_write_ttl")
 )
 
 type rwlock struct {
@@ -224,7 +86,7 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 	// lease the token may hold; a writer's intent, and the write lock it may
 	// hold.
 	rw.readBackFn = func(ctx context.Context, token string) error {
-		_, err := rwReader{rw}.release(ctx, token)
+		_, err := rw.b.Eval(ctx, rwReadRelease, rw.keys, []string{token, rw.channel, "1"})
 		return err
 	}
 	rw.writeBackFn = func(ctx context.Context, token string) error {

@@ -3,15 +3,20 @@ package primitives
 import (
 	"embed"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
 )
 
 // The Lua scripts live in lua/, one file per script, each starting with a
 // header that states its KEYS, ARGV and reply. Functions the scripts share
 // are blocks of lua/prelude.lua; a script names the blocks it needs in a
-// "--@uses a b ..." line, and loadScript puts them in front of it.
+// "--@uses a b ..." line, and loadScript puts them in front of it. Facts
+// that Go and Lua share are written once, in Go, and appear in the Lua as
+// $NAME (see luaConstants).
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -41,6 +46,17 @@ var prelude = func() []preludeBlock {
 	}
 	return blocks
 }()
+
+// luaConstants are the values of the $NAME placeholders of the scripts.
+var luaConstants = map[string]string{
+	"MARKER_MS":  strconv.FormatInt(markerTTL.Milliseconds(), 10), // how long a release marker and a finished token are kept
+	"WAKE_ONE":   pubsub.WakeOne,
+	"WAKE_ALL":   pubsub.WakeAll,
+	"TARGET":     pubsub.TargetPrefix,
+	"DIGEST_HEX": strconv.Itoa(2 * wakeIDBytes), // wakeID's length in hex digits
+}
+
+var placeholder = regexp.MustCompile(`\$[A-Z_]+`)
 
 // loadScript returns the script of lua/name.lua with the prelude blocks it
 // uses (and the blocks those use) in front, in prelude order. It panics on
@@ -81,5 +97,12 @@ func loadScript(name string) *backend.Script {
 		}
 	}
 	b.WriteString(body)
-	return backend.NewScript(b.String())
+	src = []byte(placeholder.ReplaceAllStringFunc(b.String(), func(p string) string {
+		v, ok := luaConstants[p[1:]]
+		if !ok {
+			panic(fmt.Sprintf("primitives: script %s: unknown constant %s", name, p))
+		}
+		return v
+	}))
+	return backend.NewScript(string(src))
 }

@@ -19,108 +19,15 @@ type Semaphore interface {
 	TryAcquire(ctx context.Context) (latchkit.Lease, error)
 }
 
-// luaNow is the server's clock in milliseconds: every expiry and ordering
-// decision of the sorted-set primitives is made on it, never on a client's.
-const luaNow = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`
-
-// luaFence reads the fence counter at KEYS[i] without writing: a counter
-// that holds something else raises WRONGTYPE before any write happens.
-const luaFence = `
-local function fence_of(key)
-  local f = redis.call('GET', key)
-  if f and not tonumber(f) then
-    return redis.error_reply('WRONGTYPE fence counter ' .. key .. ' is not an integer')
-  end
-  return nil
-end
-`
-
-// luaKeepAlive makes a key live at least until ms from now, so that the
-// keys of an abandoned primitive disappear once its last holder expired.
-const luaKeepAlive = `
-local function keep(key, ms)
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
-end
-`
-
-// The semaphore scripts. KEYS: 1 holders (zset token -> expiry, server ms),
-// 2 fence counter, 3 holder fences (hash token -> fence), 4 recently
-// released tokens (zset token -> release time, the last 1024 of the last
-// minute, so that a retried release can tell it already happened),
+// The Semaphore scripts (lua/sem_*.lua). KEYS: 1 holders (zset token ->
+// expiry, server ms), 2 fence counter, 3 holder fences (hash token ->
+// fence), 4 the tokens that recently finished (released or given back),
 // 5 holders' annotations (hash token -> latchkit.Request.Annotation).
 var (
-	// ARGV: 1 token, 2 ttl ms, 3 limit, 4 annotation. Reply {1, fence} or
-	// {0, ms until the earliest holder expires, that holder's annotation}.
-	semAcquire = backend.NewScript(luaNow + luaFence + luaKeepAlive + `
-local ttl, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
-local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local bad = fence_of(KEYS[2]); if bad then return bad end
-local myfence = redis.call('HGET', KEYS[3], ARGV[1])
-redis.call('ZCARD', KEYS[4])
-local function annotate()
-  if ARGV[4] ~= '' then redis.call('HSET', KEYS[5], ARGV[1], ARGV[4]); keep(KEYS[5], ttl) end
-end
-if mine and tonumber(mine) > now then
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[3], ttl); annotate()
-  return {1, tonumber(myfence or '0')}
-end
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #dead > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-  for i = 1, #dead do redis.call('HDEL', KEYS[3], dead[i]); redis.call('HDEL', KEYS[5], dead[i]) end
-end
-if redis.call('ZCARD', KEYS[1]) < limit then
-  local f = redis.call('INCR', KEYS[2])
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  redis.call('HSET', KEYS[3], ARGV[1], f)
-  keep(KEYS[1], ttl); keep(KEYS[3], ttl); annotate()
-  return {1, f}
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {0, tonumber(first[2]) - now, redis.call('HGET', KEYS[5], first[1])}`)
-
-	// ARGV: 1 token, 2 channel. Reply 1 released (now or by an earlier
-	// try of this release), 0 not held.
-	semRelease = backend.NewScript(luaNow + `
-local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if exp then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  redis.call('HDEL', KEYS[5], ARGV[1])
-  if tonumber(exp) > now then
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - 60000)
-    redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -1024)
-    redis.call('ZADD', KEYS[4], now, ARGV[1])
-    redis.call('PEXPIRE', KEYS[4], 60000)
-    redis.call('PUBLISH', ARGV[2], '1')
-    return 1
-  end
-  return 0
-end
-if redis.call('ZSCORE', KEYS[4], ARGV[1]) then return 1 end
-return 0`)
-
-	// ARGV: 1 token, 2 ttl ms. Reply 1 extended, 0 not held. KEYS[1] the
-	// holders, KEYS[3] and KEYS[5] kept alive with them.
-	semExtend = backend.NewScript(luaNow + luaKeepAlive + `
-local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if exp and tonumber(exp) > now then
-  local ttl = tonumber(ARGV[2])
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl)
-  return 1
-end
-return 0`)
-
-	// ARGV: 1 token. Reply the ms left, or -3 when not held.
-	semTTL = backend.NewScript(luaNow + `
-local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if exp and tonumber(exp) > now then return tonumber(exp) - now end
-return -3`)
+	semAcquire = loadScript("sem_acquire")
+	semRelease = loadScript("sem_release")
+	semExtend  = loadScript("sem_extend")
+	semTTL     = loadScript("sem_ttl")
 )
 
 type semaphore struct {
@@ -172,8 +79,11 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit)},
 	}
 	s.attemptFn = scriptAttempt(b, semAcquire, s.keys, s.args, s, kind, name, &s.cfg)
+	// The give-back of an acquisition that ended without a grant: a
+	// permit the token may hold (nothing else is left behind), and the
+	// token remembered, so that a late copy of its attempt is refused.
 	s.giveBackFn = func(ctx context.Context, token string) error {
-		_, err := s.release(ctx, token) // a permit the token may hold: nothing else is left behind
+		_, err := s.b.Eval(ctx, semRelease, s.keys, []string{token, s.channel, "1"})
 		return err
 	}
 	return s, nil

@@ -34,17 +34,25 @@ import (
 	"github.com/latchkit/latchkit/internal/registry"
 )
 
-// WakeAll is the payload of a release message that frees every waiter (a
-// writer's release of an RWLock, a forced release).
-const WakeAll = "*"
-
-// targetPrefix starts the payload of a targeted release message.
-const targetPrefix = "="
+// The payloads of release messages. Scripts publish them (package
+// primitives puts these very constants into its Lua), and the Hub wakes
+// waiters by them.
+const (
+	// WakeOne is the payload of a release that freed one holder: it wakes
+	// one local waiter of the channel. Any positive count n wakes n.
+	WakeOne = "1"
+	// WakeAll is the payload of a release message that frees every waiter
+	// (a writer's release of an RWLock, a forced release).
+	WakeAll = "*"
+	// TargetPrefix starts the payload of a targeted release message (see
+	// Target).
+	TargetPrefix = "="
+)
 
 // Target is the payload of a release message that wakes only the waiter that
 // joined with id (see JoinAs): a release that handed the primitive over to
 // that waiter. Processes without such a waiter ignore it.
-func Target(id string) string { return targetPrefix + id }
+func Target(id string) string { return TargetPrefix + id }
 
 // Inbox is the channel on which a release hands a primitive over to a
 // waiter of this process on b (see Target): the primitive's release channel
@@ -692,7 +700,7 @@ func (h *Hub) deliver(m backend.Message) {
 	if ch == nil {
 		return
 	}
-	if id, ok := strings.CutPrefix(m.Payload, targetPrefix); ok {
+	if id, ok := strings.CutPrefix(m.Payload, TargetPrefix); ok {
 		for _, w := range ch.waiters {
 			if w.id == id {
 				w.signal()

@@ -1,9 +1,9 @@
 --@uses fence_of enqueue dequeue hand_over
 -- The acquire of a MultiLock whose names live on one server.
--- KEYS: the Mutex keys of every name, in canonical order, six per name
--- (lock, fence counter, release marker, annotation, wait queue,
--- liveness), so that a MultiLock excludes, and is excluded by, a Mutex of
--- any of its names.
+-- KEYS: the Mutex keys of every name, in canonical order, seven per name
+-- (lock, fence counter, release marker, annotation, tokens given back,
+-- wait queue, liveness), so that a MultiLock excludes, and is excluded by,
+-- a Mutex of any of its names.
 -- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), 4 the waiter
 -- timeout ms ("" for a TryLock: it never writes unless it is granted),
 -- 5 the queue entry ("token inbox"), 6 hand ms (see mutex_release),
@@ -11,6 +11,8 @@
 -- Reply: {1, fence...} with one fence per name, granted; {0, wait hint ms,
 -- annotation of the holder} held.
 --
+-- A token given back (remembered in the first name's keys) is refused: a
+-- late copy of an attempt whose acquisition has ended.
 -- A waiting Lock takes its names in canonical order, as a thread takes
 -- mutexes in a fixed order: it reserves (sets to its token for the waiter
 -- timeout, heartbeated by its attempts) every name before the first one
@@ -20,16 +22,17 @@
 -- and wakes it; once every name is its own, it is granted. Ordered holding
 -- keeps two MultiLocks from deadlocking; queueing keeps a stream of Mutex
 -- holders from starving it.
-local n = #KEYS / 6
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {0, 0, false} end
+local n = #KEYS / 7
 local tok, waiting = ARGV[1], ARGV[4] ~= ''
 local state, first, hint, who = {}, nil, 0, false
 for i = 0, n - 1 do
-  local k = i * 6 + 1
+  local k = i * 7 + 1
   local v = redis.call('GET', KEYS[k])
   local bad = fence_of(KEYS[k+1]); if bad then return bad end
   if waiting then
-    redis.call('ZSCORE', KEYS[k+4], ARGV[5])
     redis.call('ZSCORE', KEYS[k+5], ARGV[5])
+    redis.call('ZSCORE', KEYS[k+6], ARGV[5])
   end
   if v == tok then
     state[i] = 'mine'
@@ -46,7 +49,7 @@ end
 if not first then
   local out = {1}
   for i = 0, n - 1 do
-    local k = i * 6 + 1
+    local k = i * 7 + 1
     if state[i] == 'mine' then
       redis.call('PEXPIRE', KEYS[k], ARGV[2])
       out[#out+1] = tonumber(redis.call('GET', KEYS[k+1]) or '0') or 0
@@ -55,14 +58,14 @@ if not first then
       redis.call('SET', KEYS[k], tok, 'PX', ARGV[2])
     end
     if ARGV[3] ~= '' then redis.call('SET', KEYS[k+3], ARGV[3], 'PX', ARGV[2]) end
-    if waiting then dequeue(KEYS[k+4], KEYS[k+5], ARGV[5]) end
+    if waiting then dequeue(KEYS[k+5], KEYS[k+6], ARGV[5]) end
   end
   return out
 end
 if not waiting then return {0, hint, who} end
 local wait = tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local k = i * 6 + 1
+  local k = i * 7 + 1
   if i < first then
     if state[i] == 'free' then
       redis.call('INCR', KEYS[k+1])
@@ -70,11 +73,11 @@ for i = 0, n - 1 do
     else
       redis.call('PEXPIRE', KEYS[k], wait)
     end
-    dequeue(KEYS[k+4], KEYS[k+5], ARGV[5])
+    dequeue(KEYS[k+5], KEYS[k+6], ARGV[5])
   elseif i == first then
-    enqueue(KEYS[k+4], KEYS[k+5], ARGV[5], wait)
+    enqueue(KEYS[k+5], KEYS[k+6], ARGV[5], wait)
   else
-    dequeue(KEYS[k+4], KEYS[k+5], ARGV[5])
+    dequeue(KEYS[k+5], KEYS[k+6], ARGV[5])
     if state[i] == 'mine' then hand_over(k, tok, ARGV[7+i], ARGV[6]) end
   end
 end

@@ -3,22 +3,21 @@
 -- its token still holds is handed over to its queue's oldest live waiter,
 -- or freed.
 -- KEYS as multi_acquire.
--- ARGV: 1 token, 2 the marker's ttl ms, 3 hand ms, 4.. the release
--- channel of each name.
+-- ARGV: 1 token, 2 hand ms, 3.. the release channel of each name.
 -- Reply: 1 when every name was held (or released by an earlier try of
 -- this release), 0 when any had been lost.
-local n = #KEYS / 6
+local n = #KEYS / 7
 local all, held = 1, {}
 for i = 0, n - 1 do
-  local k = i * 6 + 1
+  local k = i * 7 + 1
   held[i] = redis.call('GET', KEYS[k]) == ARGV[1]
   if not held[i] and redis.pcall('GET', KEYS[k+2]) ~= ARGV[1] then all = 0 end
 end
 for i = 0, n - 1 do
   if held[i] then
-    local k = i * 6 + 1
-    hand_over(k, ARGV[1], ARGV[4+i], ARGV[3])
-    redis.call('SET', KEYS[k+2], ARGV[1], 'PX', ARGV[2])
+    local k = i * 7 + 1
+    hand_over(k, ARGV[1], ARGV[3+i], ARGV[2])
+    redis.call('SET', KEYS[k+2], ARGV[1], 'PX', $MARKER_MS)
   end
 end
 return all

@@ -38,7 +38,7 @@ end
 -- digest is what a hand-over's message names a waiter by: the first 16 hex
 -- digits of the SHA-1 of its token (primitives.wakeID), never the token.
 local function digest(tok)
-  return string.sub(redis.sha1hex(tok), 1, 16)
+  return string.sub(redis.sha1hex(tok), 1, $DIGEST_HEX)
 end
 
 --@ fence_ok
@@ -86,17 +86,17 @@ end
 
 --@ hand_over uses now_ms digest queue_len fence_ok
 -- hand_over frees the mutex lock held by tok, KEYS[k] being the lock and
--- KEYS[k+1], KEYS[k+3], KEYS[k+4], KEYS[k+5] its fence counter,
--- annotation, wait queue and liveness. It gives the lock to the oldest live
--- waiter that is not tok (dropping dead entries, and tok's own, on the
--- way): the lock key is set to that waiter's token for hand ms, the fence
+-- KEYS[k+1], KEYS[k+3], KEYS[k+5], KEYS[k+6] its fence counter,
+-- annotation, wait queue and liveness (the Mutex key layout). It gives
+-- the lock to the oldest live waiter that is not tok (dropping dead
+-- entries, and tok's own, on the way): the lock key is set to that waiter's token for hand ms, the fence
 -- raised, and the waiter alone woken by a message on its process's inbox
 -- (the entry is "token inbox"; an entry without an inbox: on chan) naming
--- it by digest. Without a queue (a Redlock's keys: KEYS[k+4] absent) or
+-- it by digest. Without a queue (a Redlock's keys: KEYS[k+5] absent) or
 -- with an empty one, it deletes the lock; without a queue it also wakes a
 -- waiter per process on chan. It returns true when it handed the lock over.
 local function hand_over(k, tok, chan, hand)
-  local q, qlive = KEYS[k+4], KEYS[k+5]
+  local q, qlive = KEYS[k+5], KEYS[k+6]
   if q and queue_len(q, qlive) > 0 and fence_ok(KEYS[k+1]) then
     local now = now_ms()
     while true do
@@ -111,12 +111,64 @@ local function hand_over(k, tok, chan, hand)
         redis.call('INCR', KEYS[k+1])
         redis.call('SET', KEYS[k], t, 'PX', hand)
         redis.call('DEL', KEYS[k+3])
-        redis.call('PUBLISH', box or chan, '=' .. digest(t))
+        redis.call('PUBLISH', box or chan, '$TARGET' .. digest(t))
         return true
       end
     end
   end
   redis.call('DEL', KEYS[k], KEYS[k+3])
-  if not q then redis.call('PUBLISH', chan, '1') end
+  if not q then redis.call('PUBLISH', chan, '$WAKE_ONE') end
   return false
+end
+
+--@ remember
+-- remember notes tok in key, a zset of the tokens that recently finished
+-- (released, or given back by an acquisition that ended without a grant),
+-- scored by now: a retried release whose first reply was lost finds its
+-- token there and reports success, and a late copy of an attempt whose
+-- acquisition gave up finds it there and is refused, so it cannot leave a
+-- grant nobody holds. It keeps the tokens of the last $MARKER_MS ms, at
+-- most 1024.
+local function remember(key, tok, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - $MARKER_MS)
+  redis.call('ZREMRANGEBYRANK', key, 0, -1024)
+  redis.call('ZADD', key, now, tok)
+  redis.call('PEXPIRE', key, $MARKER_MS)
+end
+
+--@ fair_hand_over uses digest
+-- fair_hand_over runs once a FairSemaphore holder or queued waiter has
+-- left (KEYS as fair_acquire; ARGV[2] the release channel, ARGV[3] the
+-- limit, ARGV[4] how long a permit handed over waits for its new holder to
+-- confirm, ms): every live waiting ticket now among the first limit is
+-- granted its permit at once (fence, holder entry, at most ARGV[4] ms of
+-- liveness to confirm in) and woken alone by a message on its process's
+-- inbox (without one: on the release channel) naming it by digest; dead
+-- waiting tickets met on the way are dropped. Tickets of holders keep
+-- their rank.
+local function fair_hand_over(now)
+  local limit, confirm = tonumber(ARGV[3]), tonumber(ARGV[4])
+  local i = 0
+  while i < limit do
+    local w = redis.call('ZRANGE', KEYS[1], i, i)[1]
+    if not w then return end
+    if redis.call('HEXISTS', KEYS[5], w) == 1 then
+      i = i + 1
+    else
+      local alive = redis.call('ZSCORE', KEYS[2], w)
+      if alive and tonumber(alive) > now then
+        redis.call('HSET', KEYS[5], w, redis.call('INCR', KEYS[4]))
+        redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
+        local box = redis.call('HGET', KEYS[8], w)
+        redis.call('HDEL', KEYS[8], w)
+        redis.call('PUBLISH', box or ARGV[2], '$TARGET' .. digest(w))
+        i = i + 1
+      else
+        redis.call('ZREM', KEYS[1], w)
+        redis.call('ZREM', KEYS[2], w)
+        redis.call('HDEL', KEYS[7], w)
+        redis.call('HDEL', KEYS[8], w)
+      end
+    end
+  end
 end

@@ -1,0 +1,11 @@
+--@uses now_ms
+-- The remaining time of a FairSemaphore permit.
+-- KEYS as fair_acquire.
+-- ARGV: 1 token.
+-- Reply: ms left, or -3 when the token does not hold a permit.
+local now = now_ms()
+local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 and alive and tonumber(alive) > now then
+  return tonumber(alive) - now
+end
+return -3

@@ -1,0 +1,30 @@
+--@uses now_ms remember
+-- The release of an RWLock reader, and (ARGV[3] = "1") the give-back of
+-- a reader's acquisition that ended without a grant. The last live
+-- reader's release wakes everyone waiting.
+-- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
+-- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
+-- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
+-- that recently finished (released or given back; see remember),
+-- 7 holders' annotations (hash token -> annotation).
+-- ARGV: 1 token, 2 the release channel, 3 "1" for a give-back.
+-- Reply: 1 released (now or by an earlier try of this release), 0 not
+-- held.
+local now = now_ms()
+local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if exp then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HDEL', KEYS[7], ARGV[1])
+  if tonumber(exp) <= now then
+    if ARGV[3] == '1' then remember(KEYS[6], ARGV[1], now) end
+    return 0
+  end
+  remember(KEYS[6], ARGV[1], now)
+  if redis.call('ZCOUNT', KEYS[1], now + 1, '+inf') == 0 then redis.call('PUBLISH', ARGV[2], '$WAKE_ALL') end
+  return 1
+end
+local done = redis.call('ZSCORE', KEYS[6], ARGV[1])
+if ARGV[3] == '1' then remember(KEYS[6], ARGV[1], now) end
+if done then return 1 end
+return 0

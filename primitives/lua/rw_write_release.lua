@@ -1,0 +1,21 @@
+--@uses now_ms remember
+-- The release of an RWLock writer: everyone waiting is woken.
+-- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
+-- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
+-- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
+-- that recently finished (released or given back; see remember),
+-- 7 holders' annotations (hash token -> annotation).
+-- ARGV: 1 token, 2 the release channel.
+-- Reply: 1 released (now or by an earlier try of this release), 0 not
+-- held.
+local now = now_ms()
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HDEL', KEYS[7], ARGV[1])
+  remember(KEYS[6], ARGV[1], now)
+  redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+  return 1
+end
+if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 1 end
+return 0
