@@ -2,7 +2,8 @@
 // Reentrant (re-entry without a round trip) and, as the natural outermost
 // layer, Tracing. A middleware is a func(next latchkit.Acquire)
 // latchkit.Acquire; primitives.WithMiddleware(a, b) runs a outermost, then
-// b, then the built-in wake-on-release and retry, then one attempt.
+// b, then the primitive's wait loop, which makes the attempts and waits
+// between them.
 package middleware
 
 import (
