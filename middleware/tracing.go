@@ -1,8 +1,20 @@
+// Package middleware holds Tracing, the OpenTelemetry middleware of
+// latchkit's acquisitions: spans, metrics, and links from a waiter's span
+// to the holder's. It is the only latchkit package that imports
+// OpenTelemetry; the primitives do not, so a program that does not trace
+// does not link it.
+//
+// A middleware is a func(next latchkit.Acquire) latchkit.Acquire;
+// primitives.WithMiddleware(a, b) runs a outermost, then b, then the
+// primitive's wait loop. Reentrancy is primitives.Reentrant.
 package middleware
 
 import (
 	"context"
 	"errors"
+	"net/url"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +62,7 @@ type TracingOption func(*tracingConfig)
 type tracingConfig struct {
 	tp       trace.TracerProvider
 	mp       metric.MeterProvider
+	prop     propagation.TextMapPropagator
 	nameAttr func(kind latchkit.Kind, name string) string
 	holders  bool
 }
@@ -70,6 +83,21 @@ func WithMeterProvider(mp metric.MeterProvider) TracingOption {
 	return func(c *tracingConfig) {
 		if mp != nil {
 			c.mp = mp
+		}
+	}
+}
+
+// WithPropagators sets how a holder's span context is written beside its
+// grant and read back by the waiters it blocks (default
+// propagation.TraceContext{}: a W3C traceparent, which latchctl inspect
+// shows as a trace id). Give the process's propagator
+// (otel.GetTextMapPropagator()) when the services that wait for each
+// other's locks propagate another format, such as B3. Whatever it writes
+// must fit in latchkit.MaxAnnotation bytes, or nothing is stored.
+func WithPropagators(p propagation.TextMapPropagator) TracingOption {
+	return func(c *tracingConfig) {
+		if p != nil {
+			c.prop = p
 		}
 	}
 }
@@ -109,7 +137,7 @@ func WithHolderLinks(on bool) TracingOption { return func(c *tracingConfig) { c.
 // latchkit.acquisitions by outcome, latchkit.hold.duration (s),
 // latchkit.lease.lost, and latchkit.waiters (acquisitions waiting now).
 func Tracing(opts ...TracingOption) latchkit.Middleware {
-	c := tracingConfig{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider(), holders: true,
+	c := tracingConfig{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider(), holders: true, prop: propagation.TraceContext{},
 		nameAttr: func(_ latchkit.Kind, name string) string { return name }}
 	for _, o := range opts {
 		if o != nil {
@@ -181,19 +209,42 @@ func (t *tracer) metricAttrs(kind latchkit.Kind, name string, extra ...attribute
 	return metric.WithAttributeSet(attribute.NewSet(append(kv, extra...)...))
 }
 
-var traceContext = propagation.TraceContext{}
-
-// traceparent is sc as a W3C traceparent header value.
-func traceparent(ctx context.Context) string {
+// annotation is the span context of ctx as the propagator writes it,
+// stored beside a grant: a lone traceparent as is (what latchctl inspect
+// reads), anything else as a URL query of the propagator's fields.
+func (t *tracer) annotation(ctx context.Context) string {
 	c := propagation.MapCarrier{}
-	traceContext.Inject(ctx, c)
-	return c["traceparent"]
+	t.cfg.prop.Inject(ctx, c)
+	if v, ok := c["traceparent"]; ok && len(c) == 1 {
+		return v
+	}
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	q := url.Values{}
+	for _, k := range keys {
+		q.Set(k, c[k])
+	}
+	return q.Encode()
 }
 
-// parseTraceparent is the span context of a traceparent value, invalid when
-// it is not one.
-func parseTraceparent(s string) trace.SpanContext {
-	return trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": s}))
+// holderSpan is the span context a holder stored (see annotation), invalid
+// when there is none.
+func (t *tracer) holderSpan(s string) trace.SpanContext {
+	c := propagation.MapCarrier{"traceparent": s}
+	if strings.Contains(s, "=") {
+		q, err := url.ParseQuery(s)
+		if err != nil {
+			return trace.SpanContext{}
+		}
+		c = propagation.MapCarrier{}
+		for k := range q {
+			c[k] = q.Get(k)
+		}
+	}
+	return trace.SpanContextFromContext(t.cfg.prop.Extract(context.Background(), c))
 }
 
 func outcome(ctx context.Context, err error) string {
@@ -218,7 +269,7 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 	attempts := 0
 	if recording {
 		if t.cfg.holders && span.SpanContext().IsValid() {
-			req.Annotation = traceparent(ctx)
+			req.Annotation = t.annotation(ctx)
 		}
 		var linked map[trace.SpanID]bool
 		prev := req.OnAttempt
@@ -239,7 +290,7 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 			if !isHeld || held.Holder == "" || !t.cfg.holders || len(linked) >= maxHolderLinks {
 				return
 			}
-			if sc := parseTraceparent(held.Holder); sc.IsValid() && !linked[sc.SpanID()] && sc.SpanID() != span.SpanContext().SpanID() {
+			if sc := t.holderSpan(held.Holder); sc.IsValid() && !linked[sc.SpanID()] && sc.SpanID() != span.SpanContext().SpanID() {
 				if linked == nil {
 					linked = map[trace.SpanID]bool{}
 				}

@@ -12,8 +12,10 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -584,7 +586,7 @@ func TestTracingLossAfterFailedRelease(t *testing.T) {
 func TestInnermostReachesMultiLease(t *testing.T) {
 	tel := newTelemetry(t)
 	_, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMultiLock(bs[0], []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(middleware.Reentrant()))
+	m, _ := primitives.NewMultiLock(bs[0], []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(primitives.Reentrant()))
 	ctx := primitives.WithOwner(context.Background(), "me")
 	l, err := m.Lock(ctx)
 	if err != nil {
@@ -600,5 +602,36 @@ func TestInnermostReachesMultiLease(t *testing.T) {
 	}
 	if f := ml.Fences(); len(f) != 2 || f["a"] < 1 || f["b"] < 1 {
 		t.Errorf("fences %v", f)
+	}
+}
+
+// TestTracingWithPropagators: with a propagator that writes more than a
+// traceparent (here TraceContext and Baggage), the holder's fields are
+// stored beside the grant and a waiter's span still links to the holder's.
+func TestTracingWithPropagators(t *testing.T) {
+	tel := newTelemetry(t)
+	ms, bs := miniBackends(t, 1, nil)
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	opts := []primitives.Option{tel.tracing(middleware.WithPropagators(prop))}
+	holder, _ := primitives.NewMutex(bs[0], "p", opts...)
+	waiter, _ := primitives.NewMutex(bs[0], "p", opts...)
+	member, _ := baggage.NewMember("tenant", "acme")
+	bag, _ := baggage.New(member)
+	ctx := baggage.ContextWithBaggage(context.Background(), bag)
+	l, err := holder.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderSpan := tel.ended("latchkit.Lock", latchkit.KindMutex)[0].SpanContext()
+	if who, _ := ms[0].Get(primitives.KeyBase(primitives.DefaultPrefix, "p") + ":who"); !strings.Contains(who, "baggage=") || !strings.Contains(who, "traceparent=") {
+		t.Fatalf("stored annotation %q, want both fields of the propagator", who)
+	}
+	if _, err := waiter.TryLock(context.Background()); !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Fatalf("TryLock while held: %v", err)
+	}
+	l.Release(ctx)
+	ts := tel.ended("latchkit.TryLock", latchkit.KindMutex)
+	if len(ts) != 1 || len(ts[0].Links()) != 1 || ts[0].Links()[0].SpanContext.SpanID() != holderSpan.SpanID() {
+		t.Fatalf("the waiter's span does not link to the holder's through the composite propagator: %v", ts)
 	}
 }
