@@ -76,9 +76,9 @@ func do(t testing.TB, b backend.Backend, cmd, key string, args ...string) backen
 	return v
 }
 
-// keyOf is the key of a primitive named name under prefix p (the layout of
-// package primitives: p{name}).
-func keyOf(p, name string) string { return p + "{" + name + "}" }
+// keyOf is the key base of a primitive named name under prefix p (a
+// Mutex's lock key; see primitives.Layout for the others).
+func keyOf(p, name string) string { return primitives.KeyBase(p, name) }
 
 // advance moves the server clock by d, or sleeps when it cannot.
 func advance(t testing.TB, h Harness, d time.Duration) {

@@ -84,18 +84,17 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 	if limit < 1 {
 		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
-	base := KeyBase(cfg.prefix, name) + ":fair"
-	inbox := pubsub.Inbox(b, base+":rel")
+	channel := FairLayout.Channel(cfg.prefix, name)
+	inbox := pubsub.Inbox(b, channel)
 	s := &fairSemaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
-		keys: []string{base + ":queue", base + ":alive", base + ":tickets",
-			base + ":fence", base + ":holders", base + ":released", base + ":who", base + ":box"},
-		channel: base + ":rel",
-		chans:   []string{base + ":rel"},
-		wchans:  []string{base + ":rel", inbox},
+		keys:    FairLayout.KeysOf(cfg.prefix, name),
+		channel: channel,
+		chans:   []string{channel},
+		wchans:  []string{channel, inbox},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox},
 		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", ""},
-		relArgs: []string{base + ":rel", strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout))},
+		relArgs: []string{channel, strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout))},
 	}
 	s.attemptFn = scriptAttempt(b, fairAcquire, s.keys, s.args, s, kind, name, &s.cfg)
 	s.tryFn = scriptAttempt(b, fairAcquire, s.keys, s.tryArgs, s, kind, name, &s.cfg)

@@ -108,17 +108,12 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	if err != nil {
 		return nil, err
 	}
-	// The keys share their prefixes: the lock key is a prefix of the fence
-	// key, the channel of the marker.
-	base := KeyBase(cfg.prefix, name)
-	fence, marker := base+":fence", base+":released"
-	channel := marker[:len(base)+len(":rel")]
-	k := &[8]string{fence[:len(base)], fence, marker, base + ":who", base + ":gone", base + ":q", base + ":qlive", channel}
+	k := append(MutexLayout.KeysOf(cfg.prefix, name), MutexLayout.Channel(cfg.prefix, name))
 	m := &mutex{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    k[:5:5],
 		qkeys:   k[:7:7],
-		channel: channel,
+		channel: k[7],
 		chans:   k[7:8:8],
 		ttlArg:  ms(cfg.ttl),
 		waitArg: ms(cfg.waiterTimeout),

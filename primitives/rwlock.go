@@ -69,13 +69,12 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := KeyBase(cfg.prefix, name) + ":rw"
+	channel := RWLayout.Channel(cfg.prefix, name)
 	rw := &rwlock{
 		b: b, name: name, cfg: cfg,
-		keys: []string{base + ":readers", base + ":writer", base + ":waiting",
-			base + ":fence", base + ":fences", base + ":released", base + ":who"},
-		channel: base + ":rel",
-		chans:   []string{base + ":rel"},
+		keys:    RWLayout.KeysOf(cfg.prefix, name),
+		channel: channel,
+		chans:   []string{channel},
 		ttlArg:  ms(cfg.ttl),
 		intent:  ms(cfg.waiterTimeout),
 	}

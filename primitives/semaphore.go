@@ -70,12 +70,12 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 	if limit < 1 {
 		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
-	base := KeyBase(cfg.prefix, name) + ":sem"
+	channel := SemLayout.Channel(cfg.prefix, name)
 	s := &semaphore{
 		b: b, kind: kind, name: name, cfg: cfg,
-		keys:    []string{base, base + ":fence", base + ":fences", base + ":released", base + ":who"},
-		channel: base + ":rel",
-		chans:   []string{base + ":rel"},
+		keys:    SemLayout.KeysOf(cfg.prefix, name),
+		channel: channel,
+		chans:   []string{channel},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit)},
 	}
 	s.attemptFn = scriptAttempt(b, semAcquire, s.keys, s.args, s, kind, name, &s.cfg)

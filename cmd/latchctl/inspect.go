@@ -40,9 +40,10 @@ import (
 	"github.com/latchkit/latchkit/pubsub"
 )
 
-// kind is the key layout of one kind of primitive, below its KeyBase.
+// kind is the key layout of one kind of primitive (primitives.Layout),
+// and how inspect shows it.
 type kind struct {
-	name string    // the -kind value
+	name string    // the -kind value: the layout's Kind
 	sub  string    // after the base: "", ":rw", ":sem", ":fair"
 	keys []keySpec // every key but the fence counter (sub+":fence")
 	show func(w io.Writer, now int64, k func(suffix string) keyState)
@@ -51,17 +52,26 @@ type kind struct {
 // keySpec is one key of a kind: its suffix after sub, and its Redis type.
 type keySpec struct{ suffix, typ string }
 
-// kinds are the layouts the tools know. A Mutex's layout is also that of a
-// ReentrantMutex, of each name of a MultiLock and of a Redlock on each
-// instance; a FairMutex is a FairSemaphore of one permit.
-var kinds = []kind{
-	{"mutex", "", []keySpec{{"", "string"}, {":released", "string"}, {":who", "string"}, {":q", "zset"}, {":qlive", "zset"}}, showMutex},
-	{"rw", ":rw", []keySpec{{":readers", "zset"}, {":writer", "string"}, {":waiting", "zset"},
-		{":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showRW},
-	{"sem", ":sem", []keySpec{{"", "zset"}, {":fences", "hash"}, {":released", "zset"}, {":who", "hash"}}, showSem},
-	{"fairsem", ":fair", []keySpec{{":queue", "zset"}, {":alive", "zset"}, {":tickets", "string"},
-		{":holders", "hash"}, {":released", "zset"}, {":who", "hash"}, {":box", "hash"}}, showFair},
-}
+// kinds are the layouts of package primitives, with inspect's way of
+// showing each. A Mutex's layout is also that of a ReentrantMutex, of each
+// name of a MultiLock and of a Redlock on each instance; a FairMutex is a
+// FairSemaphore of one permit.
+var kinds = func() []kind {
+	show := map[string]func(io.Writer, int64, func(string) keyState){
+		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair,
+	}
+	var ks []kind
+	for _, l := range primitives.Layouts() {
+		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind]}
+		for _, lk := range l.Keys {
+			if !lk.Fence {
+				k.keys = append(k.keys, keySpec{lk.Suffix, lk.Type})
+			}
+		}
+		ks = append(ks, k)
+	}
+	return ks
+}()
 
 func kindByName(s string) (*kind, error) {
 	for i := range kinds {

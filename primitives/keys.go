@@ -1,0 +1,145 @@
+package primitives
+
+import (
+	"strings"
+)
+
+// Layout is the key layout of one kind of primitive: the keys it keeps
+// below its KeyBase, in the order its scripts take them as KEYS, each with
+// its Redis type, and its release channel. It is the one description of
+// the layout: the primitives make their keys from it, latchctl reads and
+// releases primitives by it, and the conformance suite inspects them by it.
+type Layout struct {
+	// Kind names the layout: "mutex", "rw", "sem" or "fairsem".
+	Kind string
+	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair".
+	Sub string
+	// Keys are the keys, in script order; Keys[i].Suffix follows Sub.
+	Keys []LayoutKey
+}
+
+// LayoutKey is one key of a Layout.
+type LayoutKey struct {
+	Suffix string // after the KeyBase and the layout's Sub
+	Type   string // its Redis type: "string", "zset" or "hash"
+	// Fence marks the fence counter: kept for as long as fences must
+	// keep increasing, never deleted by a forced release.
+	Fence bool
+}
+
+// The layouts. A Mutex's is also that of a ReentrantMutex, of each name of
+// a MultiLock and of a Redlock on each instance (which uses its first
+// five keys); a FairMutex is a FairSemaphore of one permit.
+var (
+	// MutexLayout: the lock (the holder's token, PX ttl), the fence
+	// counter, the release marker (the last released token), the holder's
+	// annotation, the tokens given back (zset token -> ms), the wait queue
+	// (zset entry -> place) and the waiters' liveness (zset entry ->
+	// expiry).
+	MutexLayout = Layout{"mutex", "", []LayoutKey{{"", "string", false}, {":fence", "string", true},
+		{":released", "string", false}, {":who", "string", false}, {":gone", "zset", false},
+		{":q", "zset", false}, {":qlive", "zset", false}}}
+	// RWLayout: readers (zset token -> expiry), the writer, waiting
+	// writers' intents, the fence counter, holders' fences, the tokens
+	// that recently finished, holders' annotations.
+	RWLayout = Layout{"rw", ":rw", []LayoutKey{{":readers", "zset", false}, {":writer", "string", false},
+		{":waiting", "zset", false}, {":fence", "string", true}, {":fences", "hash", false},
+		{":released", "zset", false}, {":who", "hash", false}}}
+	// SemLayout: holders (zset token -> expiry), the fence counter,
+	// holders' fences, the tokens that recently finished, holders'
+	// annotations.
+	SemLayout = Layout{"sem", ":sem", []LayoutKey{{"", "zset", false}, {":fence", "string", true},
+		{":fences", "hash", false}, {":released", "zset", false}, {":who", "hash", false}}}
+	// FairLayout: the ticket queue, liveness, the ticket counter, the fence
+	// counter, holders (hash token -> fence), the tokens that recently
+	// finished, holders' annotations, waiters' inboxes.
+	FairLayout = Layout{"fairsem", ":fair", []LayoutKey{{":queue", "zset", false}, {":alive", "zset", false},
+		{":tickets", "string", false}, {":fence", "string", true}, {":holders", "hash", false},
+		{":released", "zset", false}, {":who", "hash", false}, {":box", "hash", false}}}
+)
+
+// Layouts are every layout, for tools that look at Redis.
+func Layouts() []Layout { return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout} }
+
+// KeysOf returns the keys of the primitive named name under prefix, in
+// script order.
+func (l Layout) KeysOf(prefix, name string) []string {
+	base := KeyBase(prefix, name) + l.Sub
+	keys := make([]string, len(l.Keys))
+	for i, k := range l.Keys {
+		keys[i] = base + k.Suffix
+	}
+	return keys
+}
+
+// Channel is the channel the primitive's releases are published on, and
+// its waiters listen to.
+func (l Layout) Channel(prefix, name string) string { return KeyBase(prefix, name) + l.Sub + ":rel" }
+
+// KeyBase is the hash-tagged root of a primitive's keys: prefix{name}, the
+// name escaped so that a '{' or '}' inside it cannot move the tag ('%',
+// '{' and '}' become %25, %7B and %7D): every key of a primitive then
+// hashes to one Cluster slot, whatever its name. A Mutex's lock is this key
+// itself; the other primitives add a suffix (":rw", ":sem", ":fair"). Tools
+// that inspect Redis (latchctl) use it to find a primitive's keys.
+func KeyBase(prefix, name string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(name) + 2)
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	for i := 0; i < len(name); i++ {
+		switch ch := name[i]; ch {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// ParseKeyBase splits a key made by KeyBase, possibly followed by a suffix
+// (":fence", ":sem:holders", ...), into the prefix, the unescaped name and
+// the suffix. It reports false for a key KeyBase did not make.
+func ParseKeyBase(key string) (prefix, name, suffix string, ok bool) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return "", "", "", false
+	}
+	end := strings.IndexByte(key[open:], '}')
+	if end < 0 {
+		return "", "", "", false
+	}
+	end += open
+	esc := key[open+1 : end]
+	if strings.IndexByte(esc, '{') >= 0 { // KeyBase escapes every brace of a name
+		return "", "", "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		if esc[i] != '%' {
+			b.WriteByte(esc[i])
+			continue
+		}
+		if i+2 >= len(esc) {
+			return "", "", "", false
+		}
+		switch esc[i+1 : i+3] {
+		case "25":
+			b.WriteByte('%')
+		case "7B":
+			b.WriteByte('{')
+		case "7D":
+			b.WriteByte('}')
+		default:
+			return "", "", "", false
+		}
+		i += 2
+	}
+	return key[:open], b.String(), key[end+1:], true
+}
