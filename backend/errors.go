@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 )
 
 var (
@@ -65,9 +66,13 @@ func (e *Error) Unwrap() []error {
 // Wrap classifies a driver error for an adapter. ctx is the context of the
 // call: when it is done, the error is classified as the context's error so
 // that errors.Is(err, context.DeadlineExceeded) holds even when the driver
-// reported an I/O timeout. isClosed and reply let the adapter say what it
-// knows about its driver's errors; reply returns the server's message and
-// true when err is an error reply.
+// reported an I/O timeout. So it is when ctx's deadline has passed although
+// ctx.Err() is still nil: drivers set their socket deadlines from the
+// context's, and a dial or read can time out a moment before the context's
+// own timer fires; the caller gave up, Redis is not known to be down.
+// isClosed and reply let the adapter say what it knows about its driver's
+// errors; reply returns the server's message and true when err is an error
+// reply.
 func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(error) (string, bool)) error {
 	if err == nil {
 		return nil
@@ -81,6 +86,8 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 		return err
 	case ctx.Err() != nil:
 		return &Error{Kind: ctx.Err(), Cause: err}
+	case deadlinePassed(ctx):
+		return &Error{Kind: context.DeadlineExceeded, Cause: err}
 	case isClosed != nil && isClosed(err):
 		return &Error{Kind: ErrClosed, Cause: err}
 	}
@@ -88,4 +95,11 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 		return &Error{Kind: &ReplyError{Msg: msg}, Cause: err}
 	}
 	return &Error{Kind: ErrUnavailable, Cause: err}
+}
+
+// deadlinePassed reports whether ctx has a deadline that is not in the
+// future.
+func deadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
