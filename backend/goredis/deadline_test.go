@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
@@ -196,6 +197,65 @@ func TestDeadlineHungServer(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAddDeadlineWhileReconnecting: when its connection is reset, go-redis
+// redials the subscription holding the subscription's lock; a server that
+// accepts and never answers keeps it there for the dial and read timeouts,
+// and an Add waits on that lock. It still returns by its deadline, whatever
+// the client's options.
+func TestAddDeadlineWhileReconnecting(t *testing.T) {
+	redistest.Require(t)
+	for _, k := range clientKinds {
+		t.Run(k.name, func(t *testing.T) {
+			verifyNoLeaks(t)
+			srv := redistest.Start(t)
+			p := faultproxy.Start(t, srv.Addr)
+			defer p.Close()
+			c := k.make(p.Addr)
+			defer c.Close()
+			b := goredis.New(c)
+			ctx := ctxT(t, 10*time.Second)
+			dropped := make(chan error, 1)
+			sub, err := b.Subscribe(ctx, backend.Handler{Dropped: func(err error) { dropped <- err }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			if err := sub.Add(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			p.Blackhole(true)
+			p.ResetAll()
+			time.Sleep(50 * time.Millisecond) // let the receive loop start redialing
+			for _, op := range []struct {
+				name string
+				call func(context.Context) error
+			}{
+				{"Add", func(ctx context.Context) error { return sub.Add(ctx, "b") }},
+				{"Remove", func(ctx context.Context) error { return sub.Remove(ctx, "a") }},
+			} {
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				start := time.Now()
+				err := op.call(cctx)
+				took := time.Since(start)
+				cancel()
+				if took > callTimeout+slack {
+					t.Errorf("%s with a %v context returned after %v (bound %v): %v", op.name, callTimeout, took.Round(time.Millisecond), callTimeout+slack, err)
+				}
+				// The subscription may already know it is dead.
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, backend.ErrUnavailable) {
+					t.Errorf("%s: %v, want DeadlineExceeded or ErrUnavailable", op.name, err)
+				}
+			}
+			p.Blackhole(false)
+			select {
+			case <-dropped:
+			case <-time.After(10 * time.Second):
+				t.Error("the reset subscription never reported itself dropped")
+			}
+		})
 	}
 }
 

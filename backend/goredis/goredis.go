@@ -23,6 +23,10 @@
 //	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 //	b := goredis.New(client)
 //
+// A subscription's Add and Remove always run that way: go-redis holds a
+// subscription's lock while it redials the subscription's connection,
+// whatever the option says.
+//
 // go-redis also retries a command that timed out (Options.MaxRetries); the
 // latchkit scripts are written so that running an attempt twice is safe.
 package goredis

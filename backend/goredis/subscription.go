@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,7 +93,16 @@ func (s *subscription) change(ctx context.Context, kind string, channels []strin
 		s.pending[keys[i]] = append(s.pending[keys[i]], waits[i])
 	}
 	s.mu.Unlock()
-	if err := send(ctx, channels...); err != nil {
+	// Sent on a goroutine of its own whatever the client's options: go-redis
+	// holds the subscription's lock while its receive loop redials a broken
+	// connection (for up to the dial and read timeouts), and send waits for
+	// that lock. A send given up on may still reach the server; the
+	// confirmation it gets then finds nobody waiting.
+	channels = slices.Clone(channels) // the send may outlive this call
+	_, err := backend.Await(ctx, func() (struct{}, error) {
+		return struct{}{}, send(ctx, channels...)
+	}, nil)
+	if err != nil {
 		s.forget(keys, waits)
 		return wrap(ctx, err)
 	}
