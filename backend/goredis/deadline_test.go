@@ -19,11 +19,15 @@ import (
 
 // The deadline every call under test gets, and how late past it a call may
 // return: scheduling, not a performance target (more under the race
-// detector). A call that waits for the server instead returns when the
-// fault ends, seconds later.
+// detector). The machines the tests run on have 2 cores, and other
+// packages' tests run beside these with busy processes of their own
+// (internal/cpuhog): calls were seen returning 111 ms and (under -race)
+// 143 ms past their deadline there, so 100 ms would fail now and then. A
+// call that waits for the server instead returns when the fault ends,
+// seconds later.
 const (
 	callTimeout = 200 * time.Millisecond
-	slack       = 100*time.Millisecond + raceSlack
+	slack       = 250*time.Millisecond + raceSlack
 )
 
 // writeScript writes, as every latchkit acquire script does: under CLIENT
