@@ -10,6 +10,14 @@ import (
 // up on.
 var errAbandoned = errors.New("backend: call abandoned when its context ended; it may still run on the server")
 
+// Abandoned is the error of a call given up on at the end of ctx (which
+// must be done) while it may still run: it matches ctx.Err() and says the
+// outcome is unknown. Await returns it; an adapter that bounds its calls
+// by other means returns it too.
+func Abandoned(ctx context.Context) error {
+	return &Error{Kind: ctx.Err(), Cause: errAbandoned}
+}
+
 // Await runs call on a goroutine of its own and returns its result, or, if
 // ctx ends first, returns at once an error matching ctx.Err(): it is how an
 // adapter bounds a driver call that may outlive its context (a driver that
@@ -47,7 +55,7 @@ func Await[T any](ctx context.Context, call func() (T, error), cleanup func(T, e
 	case <-ctx.Done():
 	}
 	if f.state.CompareAndSwap(running, abandoned) {
-		return zero, &Error{Kind: ctx.Err(), Cause: errAbandoned}
+		return zero, Abandoned(ctx)
 	}
 	<-f.done // the call finished as ctx ended: its result stands
 	return f.v, f.err
