@@ -1,9 +1,9 @@
 // Package goredis adapts github.com/redis/go-redis/v9 to backend.Backend.
 //
 // Any redis.UniversalClient works: *redis.Client, *redis.ClusterClient, the
-// Sentinel-backed failover client (a *redis.Client) and *redis.Ring for
-// scripts (a Ring cannot open a subscription without a channel, so
-// Subscribe does not work on one).
+// Sentinel-backed failover client (a *redis.Client), and *redis.Ring for
+// scripts only (go-redis's Ring.Subscribe panics when given no channel, as
+// Subscribe gives it).
 //
 // Every call returns by its context's deadline or cancellation, whatever
 // the client's options. go-redis itself ignores context deadlines unless
