@@ -3,6 +3,7 @@ package goredis_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -325,6 +326,17 @@ func TestAbandonedCallsEnd(t *testing.T) {
 	t.Errorf("abandoned calls still running %v after they began: %v", time.Since(start).Round(time.Millisecond), err)
 }
 
+// leastAllocs is the least of three testing.AllocsPerRun of f: the
+// client's and miniredis's own goroutines allocate now and then, whoever
+// calls.
+func leastAllocs(f func()) float64 {
+	least := math.Inf(1)
+	for range 3 {
+		least = min(least, testing.AllocsPerRun(200, f))
+	}
+	return least
+}
+
 // TestEvalFastPathAllocs: with a client that honours contexts, Eval adds
 // nothing to what go-redis itself allocates for the script call (no
 // goroutine, no channel): the count equals that of the same call made on
@@ -340,12 +352,12 @@ func TestEvalFastPathAllocs(t *testing.T) {
 	if _, err := b.Eval(ctx, writeScript, keys, args); err != nil {
 		t.Fatal(err)
 	}
-	adapter := testing.AllocsPerRun(200, func() {
+	adapter := leastAllocs(func() {
 		if _, err := b.Eval(ctx, writeScript, keys, args); err != nil {
 			t.Fatal(err)
 		}
 	})
-	driver := testing.AllocsPerRun(200, func() {
+	driver := leastAllocs(func() {
 		a := make([]any, len(args))
 		for i, v := range args {
 			a[i] = v
@@ -368,7 +380,7 @@ func TestEvalFastPathAllocs(t *testing.T) {
 	if _, err := db.Eval(bctx, writeScript, keys, args); err != nil {
 		t.Fatal(err)
 	}
-	bounded := testing.AllocsPerRun(200, func() {
+	bounded := leastAllocs(func() {
 		if _, err := db.Eval(bctx, writeScript, keys, args); err != nil {
 			t.Fatal(err)
 		}
