@@ -10,9 +10,10 @@
 // whose context can end runs on a goroutine of its own, and returns at the
 // context's end, abandoning the call: it runs on in the background until
 // rueidis's own timeouts end it, and may still run on the server, which
-// latchkit already treats as an unknown outcome. Eval does this without
-// allocating (its goroutines' state is pooled); a call with a context that
-// can never end (context.Background()) is made directly.
+// latchkit already treats as an unknown outcome. Eval does this at the
+// cost of one allocation (the goroutine's; the state it shares with the
+// caller is pooled); a call with a context that can never end
+// (context.Background()) is made directly.
 //
 // Note that without a deadline a read-only command to an unreachable
 // server may be retried indefinitely: give latchkit calls a context with a
