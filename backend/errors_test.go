@@ -67,3 +67,31 @@ func TestWrapDeadlinePassed(t *testing.T) {
 		t.Errorf("timeout without a deadline: %v, want ErrUnavailable only", err)
 	}
 }
+
+// TestWrapDoneKeepsClassification: an error classified as the context's
+// (it ended, or its deadline passed) still matches what the driver's error
+// says: ErrUnavailable for a connection failure, so that a retry loop or a
+// Redlock instance timeout still reads it as Redis not reached (and a
+// caller whose own context has time left tries again), and the
+// *ReplyError of an error reply.
+func TestWrapDoneKeepsClassification(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errors.New("connection refused"))}
+	ended, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	late := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+	for name, ctx := range map[string]context.Context{"ended": ended, "deadline passed": late} {
+		err := backend.Wrap(ctx, refused, nil, noReply)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, refused) {
+			t.Errorf("%s: connection refused: %v, want it to match DeadlineExceeded, ErrUnavailable and the driver's error", name, err)
+		}
+		reply := errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+		err = backend.Wrap(ctx, reply, nil, func(err error) (string, bool) { return err.Error(), true })
+		var re *backend.ReplyError
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &re) || !errors.Is(err, backend.ErrWrongType) {
+			t.Errorf("%s: error reply: %v, want it to match DeadlineExceeded and the *ReplyError", name, err)
+		}
+		if errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("%s: error reply: %v matches ErrUnavailable", name, err)
+		}
+	}
+}
