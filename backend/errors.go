@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 )
 
 var (
@@ -62,12 +63,21 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Kind, e.Cause}
 }
 
-// Wrap classifies a driver error for an adapter. ctx is the context of the
-// call: when it is done, the error is classified as the context's error so
-// that errors.Is(err, context.DeadlineExceeded) holds even when the driver
-// reported an I/O timeout. isClosed and reply let the adapter say what it
-// knows about its driver's errors; reply returns the server's message and
-// true when err is an error reply.
+// Wrap classifies a driver error for an adapter: as ErrClosed, a
+// *ReplyError, or ErrUnavailable. isClosed and reply let the adapter say
+// what it knows about its driver's errors; reply returns the server's
+// message and true when err is an error reply. A context error the driver
+// returned as such is returned untouched.
+//
+// ctx is the context of the call: when it is done, the classified error is
+// wrapped in the context's error, so that errors.Is(err,
+// context.DeadlineExceeded) holds even when the driver reported an I/O
+// timeout, while the classification still matches (a retry loop still
+// reads a refused connection as ErrUnavailable). So it is when ctx's
+// deadline has passed although ctx.Err() is still nil: drivers set their
+// socket deadlines from the context's, and a dial or read can time out a
+// moment before the context's own timer fires; the caller gave up, Redis is
+// not known to be down.
 func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(error) (string, bool)) error {
 	if err == nil {
 		return nil
@@ -76,16 +86,27 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 	if errors.As(err, &be) {
 		return err
 	}
-	switch {
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	e := &Error{Kind: ErrUnavailable, Cause: err}
+	if isClosed != nil && isClosed(err) {
+		e.Kind = ErrClosed
+	} else if msg, ok := reply(err); ok {
+		e.Kind = &ReplyError{Msg: msg}
+	}
+	switch {
 	case ctx.Err() != nil:
-		return &Error{Kind: ctx.Err(), Cause: err}
-	case isClosed != nil && isClosed(err):
-		return &Error{Kind: ErrClosed, Cause: err}
+		return &Error{Kind: ctx.Err(), Cause: e}
+	case deadlinePassed(ctx):
+		return &Error{Kind: context.DeadlineExceeded, Cause: e}
 	}
-	if msg, ok := reply(err); ok {
-		return &Error{Kind: &ReplyError{Msg: msg}, Cause: err}
-	}
-	return &Error{Kind: ErrUnavailable, Cause: err}
+	return e
+}
+
+// deadlinePassed reports whether ctx has a deadline that is not in the
+// future.
+func deadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

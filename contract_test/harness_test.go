@@ -87,12 +87,18 @@ func unreachableAddr(t testing.TB) string {
 }
 
 // goredisHarness runs the suite through the go-redis adapter.
-type goredisHarness struct{ s server }
+type goredisHarness struct {
+	s server
+	// ignoreCtx makes single-server clients without ContextTimeoutEnabled,
+	// as most users write them: go-redis then ignores context deadlines,
+	// and the adapter bounds each call itself.
+	ignoreCtx bool
+}
 
 func (h goredisHarness) client(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
-		ContextTimeoutEnabled: true,
+		ContextTimeoutEnabled: !h.ignoreCtx,
 		DialTimeout:           time.Second,
 		DialerRetries:         1, // fail fast on a refused dial; the default is 5 tries
 		PoolSize:              64,
@@ -155,7 +161,7 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func TestGoRedisMiniredis(t *testing.T) {
-	contracttest.Run(t, goredisHarness{newMini(t)})
+	contracttest.Run(t, goredisHarness{s: newMini(t)})
 }
 
 // real is a redis-server started by the test on a free loopback port.
@@ -176,7 +182,14 @@ func (r real) killSubscribers(t testing.TB) bool {
 }
 
 func TestGoRedisRedisServer(t *testing.T) {
-	contracttest.Run(t, goredisHarness{newReal(t)})
+	contracttest.Run(t, goredisHarness{s: newReal(t)})
+}
+
+// TestGoRedisIgnoringContexts: the suite through clients without
+// ContextTimeoutEnabled, whose every call the adapter runs on a goroutine
+// of its own.
+func TestGoRedisIgnoringContexts(t *testing.T) {
+	contracttest.Run(t, goredisHarness{s: newReal(t), ignoreCtx: true})
 }
 
 // rueidisHarness runs the suite through the rueidis adapter.
@@ -273,7 +286,7 @@ func (c cluster) killSubscribers(t testing.TB) bool {
 }
 
 func TestGoRedisCluster(t *testing.T) {
-	contracttest.Run(t, goredisHarness{newCluster(t)})
+	contracttest.Run(t, goredisHarness{s: newCluster(t)})
 }
 
 func TestRueidisCluster(t *testing.T) {

@@ -55,7 +55,7 @@ func (s sentinel) rueidis() rd.ClientOption {
 
 func TestGoRedisSentinel(t *testing.T) {
 	t.Parallel()
-	contracttest.Run(t, goredisHarness{newSentinel(t)})
+	contracttest.Run(t, goredisHarness{s: newSentinel(t)})
 }
 
 func TestRueidisSentinel(t *testing.T) {

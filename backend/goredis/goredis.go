@@ -1,14 +1,31 @@
 // Package goredis adapts github.com/redis/go-redis/v9 to backend.Backend.
 //
-// Any redis.UniversalClient works: *redis.Client, *redis.ClusterClient and
-// the Sentinel-backed failover client.
+// Any redis.UniversalClient works: *redis.Client, *redis.ClusterClient, the
+// Sentinel-backed failover client (a *redis.Client), and *redis.Ring for
+// scripts only (go-redis's Ring.Subscribe panics when given no channel, as
+// Subscribe gives it).
 //
-// go-redis ignores context deadlines unless the client is created with
-// ContextTimeoutEnabled: true; without it a call to a hung server returns only
-// after the client's ReadTimeout, whatever the context says. Always set it:
+// Every call returns by its context's deadline or cancellation, whatever
+// the client's options. go-redis itself ignores context deadlines unless
+// the client is created with ContextTimeoutEnabled: true; without it a call
+// to a hung server returns only after the client's ReadTimeout (or when
+// the server resumes), whatever the context says. So when the client does
+// not say it honours contexts (the option is false, or the client is not
+// one of go-redis's own types and its options cannot be read), the adapter
+// runs each call on a goroutine of its own and returns at the context's
+// end, abandoning the call: it runs on in the background until go-redis's
+// own timeouts end it, holding its connection meanwhile, and its result is
+// discarded. An abandoned call may still run on the server, which latchkit
+// already treats as an unknown outcome. Setting the option remains
+// recommended, because it avoids a goroutine per call and frees the
+// connection at the deadline, but safety no longer depends on it:
 //
 //	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 //	b := goredis.New(client)
+//
+// A subscription's Add and Remove always run that way: go-redis holds a
+// subscription's lock while it redials the subscription's connection,
+// whatever the option says.
 //
 // go-redis also retries a command that timed out (Options.MaxRetries); the
 // latchkit scripts are written so that running an attempt twice is safe.
@@ -17,6 +34,7 @@ package goredis
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +50,9 @@ type Backend struct {
 	c       redis.UniversalClient
 	scripts sync.Map // *backend.Script -> *redis.Script
 	health  time.Duration
+	// direct: the client bounds every call by its context itself
+	// (ContextTimeoutEnabled), so calls are made on the caller's goroutine.
+	direct bool
 }
 
 // Option configures a Backend.
@@ -51,11 +72,27 @@ func WithHealthCheck(d time.Duration) Option {
 // New returns a Backend over c. The caller keeps ownership of c: closing the
 // Backend does not close the client.
 func New(c redis.UniversalClient, opts ...Option) *Backend {
-	b := &Backend{c: c, health: 5 * time.Second}
+	b := &Backend{c: c, health: 5 * time.Second, direct: honoursContext(c)}
 	for _, o := range opts {
 		o(b)
 	}
 	return b
+}
+
+// honoursContext reports whether c is known to end every call at its
+// context's deadline: one of go-redis's own clients created with
+// ContextTimeoutEnabled. Any other client (a wrapper, a fake) is not known
+// to, whatever it wraps.
+func honoursContext(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // As sets target, which must be a *redis.UniversalClient, *redis.Cmdable or
@@ -99,9 +136,15 @@ func (b *Backend) script(s *backend.Script) *redis.Script {
 }
 
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (go-redis's
-// Script.Run does this).
+// Script.Run does this). It returns by ctx's end (see the package doc).
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
-	return result(ctx, b.script(s).Run(ctx, b.c, keys, anyArgs(args)...))
+	if b.direct {
+		return result(ctx, b.script(s).Run(ctx, b.c, keys, anyArgs(args)...))
+	}
+	keys, a := slices.Clone(keys), anyArgs(args) // the call may outlive this one
+	return backend.Await(ctx, func() (backend.Value, error) {
+		return result(ctx, b.script(s).Run(ctx, b.c, keys, a...))
+	}, nil)
 }
 
 // result is the backend.Value and error of a finished script command, as
@@ -120,7 +163,9 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 // EvalBatch runs calls in one pipeline of EVALSHA commands, then the calls
 // the server answered NOSCRIPT in a second pipeline of EVAL. go-redis
 // routes a ClusterClient's pipelined commands by slot (one pipeline per
-// node) and a Ring's by shard, so calls may name keys of any slot.
+// node) and a Ring's by shard, so calls may name keys of any slot. It
+// returns by ctx's end (see the package doc); calls it gave up on all get
+// an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 	if len(calls) == 0 {
 		return
@@ -129,6 +174,31 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 		backend.FailCalls(calls, err)
 		return
 	}
+	if b.direct {
+		b.evalBatch(ctx, calls)
+		return
+	}
+	// The batch runs on copies: once abandoned, it must not write to
+	// calls, which the caller owns again.
+	own := make([]backend.Call, len(calls))
+	for i, c := range calls {
+		own[i] = backend.Call{Script: c.Script, Keys: slices.Clone(c.Keys), Args: slices.Clone(c.Args)}
+	}
+	_, err := backend.Await(ctx, func() (struct{}, error) {
+		b.evalBatch(ctx, own)
+		return struct{}{}, nil
+	}, nil)
+	if err != nil {
+		backend.FailCalls(calls, err)
+		return
+	}
+	for i := range calls {
+		calls[i].Value, calls[i].Err = own[i].Value, own[i].Err
+	}
+}
+
+// evalBatch is EvalBatch on the caller's goroutine.
+func (b *Backend) evalBatch(ctx context.Context, calls []backend.Call) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := b.c.Pipeline()
 	for i := range calls {
@@ -234,8 +304,26 @@ func wrap(ctx context.Context, err error) error {
 // EvalAck runs s and then WAIT replicas timeout in one pipeline, so both go
 // out on one connection (WAIT counts only that connection's writes). On a
 // ClusterClient the pipeline goes to the master of keys[0]'s slot. A
-// NOSCRIPT answer to EVALSHA sends the pair again with EVAL.
+// NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
+// ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	if b.direct {
+		return b.evalAck(ctx, s, keys, args, replicas, timeout)
+	}
+	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
+	type acked struct {
+		v backend.Value
+		n int
+	}
+	r, err := backend.Await(ctx, func() (acked, error) {
+		v, n, err := b.evalAck(ctx, s, keys, args, replicas, timeout)
+		return acked{v, n}, err
+	}, nil)
+	return r.v, r.n, err
+}
+
+// evalAck is EvalAck on the caller's goroutine.
+func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	var c redis.Cmdable = b.c
 	if cc, ok := b.c.(*redis.ClusterClient); ok && len(keys) > 0 {
 		m, err := cc.MasterForKey(ctx, keys[0])

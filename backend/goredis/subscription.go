@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,19 +14,39 @@ import (
 )
 
 // Subscribe opens a pub/sub connection with no channels. Messages and the
-// loss of the connection are delivered to h from one goroutine.
+// loss of the connection are delivered to h from one goroutine. It returns
+// by ctx's end (see the package doc); a connection still being opened then
+// is closed once it is.
 func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ps := b.c.Subscribe(context.WithoutCancel(ctx))
-	s := &subscription{ps: ps, h: h, health: b.health, done: make(chan struct{}), pending: map[string][]chan struct{}{}}
-	// go-redis connects lazily; a PING proves the connection up front so
-	// that an unreachable server fails here and not in the receive loop.
-	if err := ps.Ping(ctx); err != nil {
-		_ = ps.Close()
-		return nil, wrap(ctx, err)
+	open := func() (*redis.PubSub, error) {
+		ps := b.c.Subscribe(context.WithoutCancel(ctx))
+		// go-redis connects lazily; a PING proves the connection up
+		// front so that an unreachable server fails here and not in the
+		// receive loop.
+		if err := ps.Ping(ctx); err != nil {
+			_ = ps.Close()
+			return nil, wrap(ctx, err)
+		}
+		return ps, nil
 	}
+	var ps *redis.PubSub
+	var err error
+	if b.direct {
+		ps, err = open()
+	} else {
+		ps, err = backend.Await(ctx, open, func(ps *redis.PubSub, _ error) {
+			if ps != nil {
+				_ = ps.Close() // opened after Subscribe gave up on it
+			}
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &subscription{ps: ps, h: h, health: b.health, done: make(chan struct{}), pending: map[string][]chan struct{}{}}
 	go s.loop()
 	return s, nil
 }
@@ -72,7 +93,16 @@ func (s *subscription) change(ctx context.Context, kind string, channels []strin
 		s.pending[keys[i]] = append(s.pending[keys[i]], waits[i])
 	}
 	s.mu.Unlock()
-	if err := send(ctx, channels...); err != nil {
+	// Sent on a goroutine of its own whatever the client's options: go-redis
+	// holds the subscription's lock while its receive loop redials a broken
+	// connection (for up to the dial and read timeouts), and send waits for
+	// that lock. A send given up on may still reach the server; the
+	// confirmation it gets then finds nobody waiting.
+	channels = slices.Clone(channels) // the send may outlive this call
+	_, err := backend.Await(ctx, func() (struct{}, error) {
+		return struct{}{}, send(ctx, channels...)
+	}, nil)
+	if err != nil {
 		s.forget(keys, waits)
 		return wrap(ctx, err)
 	}

@@ -1,8 +1,23 @@
 // Package rueidis adapts github.com/redis/rueidis to backend.Backend.
 //
-// rueidis honours context deadlines as is. Note that without a deadline a
-// read-only command to an unreachable server may be retried indefinitely:
-// give latchkit calls a context with a deadline.
+// Every call returns by its context's deadline or cancellation. rueidis
+// honours contexts on an open connection, but not everywhere around a
+// dial: a call that finds its connection being dialed by another call
+// waits for that dial (bounded by the other call's context, or by the
+// dial timeout, 5 s by default); a dial's handshake ignores a cancellation
+// without a deadline until the dial timeout; and a dedicated connection
+// (a subscription's) is dialed without the caller's context. So a call
+// whose context can end runs on a goroutine of its own, and returns at the
+// context's end, abandoning the call: it runs on in the background until
+// rueidis's own timeouts end it, and may still run on the server, which
+// latchkit already treats as an unknown outcome. Eval does this at the
+// cost of one allocation (the goroutine's; the state it shares with the
+// caller is pooled); a call with a context that can never end
+// (context.Background()) is made directly.
+//
+// Note that without a deadline a read-only command to an unreachable
+// server may be retried indefinitely: give latchkit calls a context with a
+// deadline.
 //
 // Against miniredis (the embedded default of the demo and tests) the client
 // needs DisableCache: true (miniredis has no CLIENT TRACKING) and
@@ -26,7 +41,8 @@ import (
 // Backend is a backend.Backend over a rueidis client.
 type Backend struct {
 	c       rd.Client
-	scripts sync.Map // *backend.Script -> *rd.Lua
+	scripts sync.Map  // *backend.Script -> *rd.Lua
+	calls   sync.Pool // *evalCall
 }
 
 // New returns a Backend over c. The caller keeps ownership of c: closing
@@ -54,11 +70,19 @@ func (b *Backend) script(s *backend.Script) *rd.Lua {
 }
 
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (rueidis's Lua
-// does this).
+// does this). It returns by ctx's end (see the package doc).
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if ctx.Done() == nil {
+		return b.eval(ctx, s, keys, args)
+	}
+	return b.boundedEval(ctx, s, keys, args)
+}
+
+// eval is Eval on the caller's goroutine.
+func (b *Backend) eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	return result(ctx, b.script(s).Exec(ctx, b.c, keys, args))
 }
 
@@ -79,7 +103,8 @@ func result(ctx context.Context, r rd.RedisResult) (backend.Value, error) {
 // the server answered NOSCRIPT with a second DoMulti of EVAL. rueidis
 // pipelines a DoMulti on its connection and, on a Cluster, splits it by
 // slot, so calls may name keys of any slot (each call's own keys must share
-// one slot).
+// one slot). It returns by ctx's end (see the package doc); calls it gave
+// up on all get an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 	if len(calls) == 0 {
 		return
@@ -88,6 +113,31 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 		backend.FailCalls(calls, err)
 		return
 	}
+	if ctx.Done() == nil {
+		b.evalBatch(ctx, calls)
+		return
+	}
+	// The batch runs on copies: once abandoned, it must not write to
+	// calls, which the caller owns again.
+	own := make([]backend.Call, len(calls))
+	for i, c := range calls {
+		own[i] = backend.Call{Script: c.Script, Keys: slices.Clone(c.Keys), Args: slices.Clone(c.Args)}
+	}
+	_, err := backend.Await(ctx, func() (struct{}, error) {
+		b.evalBatch(ctx, own)
+		return struct{}{}, nil
+	}, nil)
+	if err != nil {
+		backend.FailCalls(calls, err)
+		return
+	}
+	for i := range calls {
+		calls[i].Value, calls[i].Err = own[i].Value, own[i].Err
+	}
+}
+
+// evalBatch is EvalBatch on the caller's goroutine.
+func (b *Backend) evalBatch(ctx context.Context, calls []backend.Call) {
 	cmds := make(rd.Commands, len(calls))
 	for i := range calls {
 		c := &calls[i]
@@ -209,11 +259,28 @@ func wrap(ctx context.Context, err error) error {
 // a batch holding a blocking command (WAIT) on one dedicated connection, so
 // WAIT counts the script's writes. On a Cluster the keyless WAIT follows the
 // script's slot to its master. A NOSCRIPT answer to EVALSHA sends the pair
-// again with EVAL.
+// again with EVAL. It returns by ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
+	if ctx.Done() == nil {
+		return b.evalAck(ctx, s, keys, args, replicas, timeout)
+	}
+	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
+	type acked struct {
+		v backend.Value
+		n int
+	}
+	r, err := backend.Await(ctx, func() (acked, error) {
+		v, n, err := b.evalAck(ctx, s, keys, args, replicas, timeout)
+		return acked{v, n}, err
+	}, nil)
+	return r.v, r.n, err
+}
+
+// evalAck is EvalAck on the caller's goroutine.
+func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	wait := b.c.B().Wait().Numreplicas(int64(replicas)).Timeout(max(timeout.Milliseconds(), 1)).Build()
 	res := b.c.DoMulti(ctx,
 		b.c.B().Evalsha().Sha1(s.Hash()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),

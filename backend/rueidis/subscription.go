@@ -13,26 +13,41 @@ import (
 // Subscribe opens a dedicated pub/sub connection with no channels. rueidis
 // answers a SUBSCRIBE or UNSUBSCRIBE only once the server has confirmed it,
 // and reports the connection's end on the channel its pub/sub hooks return.
+// It returns by ctx's end (see the package doc): rueidis dials a dedicated
+// connection without the caller's context; a connection still being opened
+// then is closed once it is.
 func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	dc, cancel := b.c.Dedicate()
-	s := &subscription{dc: dc, cancel: cancel, h: h, done: make(chan struct{})}
-	wait := dc.SetPubSubHooks(rd.PubSubHooks{
-		OnMessage: func(m rd.PubSubMessage) {
-			if h.Message != nil {
-				h.Message(backend.Message{Channel: m.Channel, Payload: m.Message})
-			}
-		},
-	})
-	// Prove the connection up front: an unreachable server fails here.
-	if err := dc.Do(ctx, dc.B().Ping().Build()).Error(); err != nil {
-		dc.Close()
-		cancel()
-		return nil, wrap(ctx, err)
+	open := func() (*subscription, error) {
+		dc, cancel := b.c.Dedicate()
+		s := &subscription{dc: dc, cancel: cancel, h: h, done: make(chan struct{})}
+		s.wait = dc.SetPubSubHooks(rd.PubSubHooks{
+			OnMessage: func(m rd.PubSubMessage) {
+				if h.Message != nil {
+					h.Message(backend.Message{Channel: m.Channel, Payload: m.Message})
+				}
+			},
+		})
+		// Prove the connection up front: an unreachable server fails here.
+		if err := dc.Do(ctx, dc.B().Ping().Build()).Error(); err != nil {
+			dc.Close()
+			cancel()
+			return nil, wrap(ctx, err)
+		}
+		return s, nil
 	}
-	go s.watch(wait)
+	s, err := backend.Await(ctx, open, func(s *subscription, _ error) {
+		if s != nil { // opened after Subscribe gave up on it
+			s.dc.Close()
+			s.cancel()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	go s.watch()
 	return s, nil
 }
 
@@ -40,6 +55,7 @@ type subscription struct {
 	dc     rd.DedicatedClient
 	cancel func()
 	h      backend.Handler
+	wait   <-chan error // the connection's end, from its pub/sub hooks
 	done   chan struct{}
 
 	mu     sync.Mutex
@@ -48,9 +64,9 @@ type subscription struct {
 }
 
 // watch reports the connection's end, unless it was closed on purpose.
-func (s *subscription) watch(wait <-chan error) {
+func (s *subscription) watch() {
 	defer close(s.done)
-	err := <-wait
+	err := <-s.wait
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {

@@ -1,0 +1,78 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+// errAbandoned is the cause of the error Await returns for a call it gave
+// up on.
+var errAbandoned = errors.New("backend: call abandoned when its context ended; it may still run on the server")
+
+// Abandoned is the error of a call given up on at the end of ctx (which
+// must be done) while it may still run: it matches ctx.Err() and says the
+// outcome is unknown. Await returns it; an adapter that bounds its calls
+// by other means returns it too.
+func Abandoned(ctx context.Context) error {
+	return &Error{Kind: ctx.Err(), Cause: errAbandoned}
+}
+
+// Await runs call on a goroutine of its own and returns its result, or, if
+// ctx ends first, returns at once an error matching ctx.Err(): it is how an
+// adapter bounds a driver call that may outlive its context (a driver that
+// ignores context deadlines, a lock the driver holds while it redials).
+//
+// A call given up on is abandoned, not stopped: it runs on to its own end
+// in the background (the driver's timeouts bound it), and its result is
+// discarded, after being handed to cleanup when cleanup is not nil (to
+// close a connection the call opened, say). Its outcome is unknown to the
+// caller: it may still run on the server. call must therefore not write to
+// anything the caller owns once Await has returned (give it copies).
+//
+// A ctx that is already done returns its error without running call; a
+// ctx that can never end (Done returns nil) runs call on the caller's
+// goroutine.
+func Await[T any](ctx context.Context, call func() (T, error), cleanup func(T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if ctx.Done() == nil {
+		return call()
+	}
+	f := &flight[T]{done: make(chan struct{})}
+	go func() {
+		f.v, f.err = call()
+		close(f.done)
+		if !f.state.CompareAndSwap(running, finished) && cleanup != nil {
+			cleanup(f.v, f.err) // abandoned: nobody else will see the result
+		}
+	}()
+	select {
+	case <-f.done:
+		return f.v, f.err
+	case <-ctx.Done():
+	}
+	if f.state.CompareAndSwap(running, abandoned) {
+		return zero, Abandoned(ctx)
+	}
+	<-f.done // the call finished as ctx ended: its result stands
+	return f.v, f.err
+}
+
+// flight is one call run by Await. Whichever of the call's goroutine
+// (finished) and the caller (abandoned) moves state from running first
+// owns the result.
+type flight[T any] struct {
+	done  chan struct{} // closed once v and err are set
+	state atomic.Int32
+	v     T
+	err   error
+}
+
+const (
+	running int32 = iota
+	finished
+	abandoned
+)

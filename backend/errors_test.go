@@ -1,0 +1,97 @@
+package backend_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// lateCtx is a context whose deadline has passed while its Err is still
+// nil: the moment between a driver's socket deadline firing (the driver
+// set it from the context's deadline) and the context's own timer.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c lateCtx) Err() error                  { return nil }
+
+func noReply(error) (string, bool) { return "", false }
+
+// netTimeout is what a dial or read whose socket deadline fired returns:
+// "dial tcp 127.0.0.1:6379: i/o timeout", not matching
+// context.DeadlineExceeded.
+func netTimeout(op string) error {
+	return &net.OpError{Op: op, Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6379}, Err: os.ErrDeadlineExceeded}
+}
+
+// TestWrapDeadlinePassed: a driver's I/O timeout that arrives once the
+// call's deadline has passed but before its context reports it is the
+// caller's deadline (context.DeadlineExceeded, still matching the driver's
+// error), not an unreachable Redis. Before the deadline, it is
+// ErrUnavailable and not DeadlineExceeded.
+func TestWrapDeadlinePassed(t *testing.T) {
+	for _, op := range []string{"dial", "read"} {
+		cause := netTimeout(op)
+		if errors.Is(cause, context.DeadlineExceeded) {
+			t.Fatalf("the test's driver error %v already matches DeadlineExceeded", cause)
+		}
+		late := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+		err := backend.Wrap(late, cause, nil, noReply)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s timeout after the deadline: %v, want it to match context.DeadlineExceeded", op, err)
+		}
+		if !errors.Is(err, cause) {
+			t.Errorf("%s timeout after the deadline: %v, want it to match the driver's error", op, err)
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("%s timeout after the deadline: %v, want the net.Error reachable", op, err)
+		}
+
+		early := lateCtx{Context: context.Background(), deadline: time.Now().Add(time.Hour)}
+		err = backend.Wrap(early, cause, nil, noReply)
+		if !errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s timeout before the deadline: %v, want ErrUnavailable only", op, err)
+		}
+	}
+	// Without a deadline, an I/O timeout is the server's fault.
+	err := backend.Wrap(context.Background(), netTimeout("read"), nil, noReply)
+	if !errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("timeout without a deadline: %v, want ErrUnavailable only", err)
+	}
+}
+
+// TestWrapDoneKeepsClassification: an error classified as the context's
+// (it ended, or its deadline passed) still matches what the driver's error
+// says: ErrUnavailable for a connection failure, so that a retry loop or a
+// Redlock instance timeout still reads it as Redis not reached (and a
+// caller whose own context has time left tries again), and the
+// *ReplyError of an error reply.
+func TestWrapDoneKeepsClassification(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errors.New("connection refused"))}
+	ended, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	late := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+	for name, ctx := range map[string]context.Context{"ended": ended, "deadline passed": late} {
+		err := backend.Wrap(ctx, refused, nil, noReply)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, refused) {
+			t.Errorf("%s: connection refused: %v, want it to match DeadlineExceeded, ErrUnavailable and the driver's error", name, err)
+		}
+		reply := errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+		err = backend.Wrap(ctx, reply, nil, func(err error) (string, bool) { return err.Error(), true })
+		var re *backend.ReplyError
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &re) || !errors.Is(err, backend.ErrWrongType) {
+			t.Errorf("%s: error reply: %v, want it to match DeadlineExceeded and the *ReplyError", name, err)
+		}
+		if errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("%s: error reply: %v matches ErrUnavailable", name, err)
+		}
+	}
+}

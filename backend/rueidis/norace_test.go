@@ -1,0 +1,9 @@
+//go:build !race
+
+package rueidis_test
+
+// raceSlack is added to the slack under the race detector only.
+const raceSlack = 0
+
+// raceEnabled reports whether the race detector is on.
+const raceEnabled = false
