@@ -125,6 +125,16 @@ type Cluster interface {
 	Cluster() bool
 }
 
+// Validator is an optional interface of a Backend whose adapter accepts a
+// client that it cannot serve correctly (a client type whose routing of
+// scripts or subscriptions latchkit's guarantees cannot rest on). The
+// constructors of package primitives call Validate and refuse a backend
+// that returns an error, with an error wrapping latchkit.ErrInvalid and
+// the reason, before anything is written.
+type Validator interface {
+	Validate() error
+}
+
 // IsCluster reports whether b says it is a cluster.
 func IsCluster(b Backend) bool {
 	c, ok := b.(Cluster)

@@ -148,6 +148,11 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 	case c.ackReplicas != 0 && c.ackTimeout >= c.ttl:
 		return fail("replica ack timeout %v is not below the ttl %v", c.ackTimeout, c.ttl)
 	}
+	if v, ok := b.(backend.Validator); ok {
+		if err := v.Validate(); err != nil {
+			return fail("%s", err)
+		}
+	}
 	if _, ok := b.(backend.ReplicaAcker); c.ackReplicas != 0 && !ok {
 		return fail("replica ack needs a backend implementing backend.ReplicaAcker (script and WAIT on one connection); %T does not", b)
 	}

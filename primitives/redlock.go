@@ -66,6 +66,11 @@ func NewRedlock(bs []backend.Backend, name string, opts ...Option) (Mutex, error
 		if b == nil {
 			return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is nil", i)
 		}
+		if v, ok := b.(backend.Validator); ok {
+			if err := v.Validate(); err != nil {
+				return nil, invalid("new", latchkit.KindRedlock, name, "backend %d: %s", i, err)
+			}
+		}
 		for _, o := range bs[:i] {
 			if t := reflect.TypeOf(b); t.Comparable() && reflect.TypeOf(o) == t && o == b {
 				return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is given twice: the quorum would count it twice", i)

@@ -1,9 +1,12 @@
 // Package goredis adapts github.com/redis/go-redis/v9 to backend.Backend.
 //
-// Any redis.UniversalClient works: *redis.Client, *redis.ClusterClient, the
-// Sentinel-backed failover client (a *redis.Client), and *redis.Ring for
-// scripts only (go-redis's Ring.Subscribe panics when given no channel, as
-// Subscribe gives it).
+// *redis.Client, *redis.ClusterClient and the Sentinel-backed failover
+// client (a *redis.Client) work. A *redis.Ring is refused (see Validate):
+// it shards keys by hash with neither a Cluster's redirects nor pub/sub
+// that follows the keys, so a MultiLock over names on two shards would
+// hold nothing on one of them, and release messages would miss their
+// waiters. Shard with a Redis Cluster instead, or use a Redlock over
+// independent servers.
 //
 // Every call returns by its context's deadline or cancellation, whatever
 // the client's options. go-redis itself ignores context deadlines unless
@@ -120,6 +123,18 @@ func (b *Backend) As(target any) bool {
 	}
 	return true
 }
+
+// Validate reports a client latchkit cannot serve correctly: a *redis.Ring
+// (see the package doc). The primitives' constructors refuse such a
+// backend with an error wrapping latchkit.ErrInvalid.
+func (b *Backend) Validate() error {
+	if _, ok := b.c.(*redis.Ring); ok {
+		return errRing
+	}
+	return nil
+}
+
+var errRing = errors.New("goredis: a *redis.Ring cannot serve latchkit: it shards keys by hash without a Cluster's redirects or pub/sub that follows the keys (a MultiLock over two shards would hold nothing on one, release messages would miss waiters); use a Redis Cluster, or a Redlock over independent servers")
 
 // Cluster reports whether the client is a *redis.ClusterClient.
 func (b *Backend) Cluster() bool {
