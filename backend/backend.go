@@ -5,7 +5,7 @@
 // sharing one subscription between waiters) is done above it.
 //
 // Adapters live in the sub-packages goredis and rueidis. A third driver is
-// added by implementing Backend and running contract_test.Run against it.
+// added by implementing Backend and running contracttest.Run against it (see its conformance test in each adapter package).
 package backend
 
 import (

@@ -22,7 +22,7 @@ import (
 // floor on the same driver and server: SET NX PX, then an EVALSHA
 // compare-and-delete — the two round trips any safe lock must cost.
 //
-//	go test -run '^$' -bench Mutex -count 5 ./contract_test/ | tee new.txt
+//	go test -run '^$' -bench Mutex -count 5 ./contracttest/ | tee new.txt
 //	benchstat new.txt
 //
 // They run against a real redis-server on loopback (started by the

@@ -13,68 +13,24 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
-	contracttest "github.com/latchkit/latchkit/contract_test"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
-// sentinel is a Sentinel-managed master with one replica and three
-// sentinels, started by the test on loopback; clients find the master
-// through the sentinels.
-type sentinel struct{ s *redistest.Sentinel }
-
-func newSentinel(t testing.TB) sentinel { return sentinel{redistest.StartSentinel(t)} }
-
-func (s sentinel) addr() string                 { return s.s.Master.Addr }
-func (s sentinel) advance(d time.Duration) bool { return false }
-
-func (s sentinel) killSubscribers(t testing.TB) bool {
-	return real{s.s.Master}.killSubscribers(t)
-}
-
-// goredis is a go-redis failover client: it asks the sentinels for the
-// master and follows their +switch-master messages.
-func (s sentinel) goredis() *redis.Client {
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            redistest.SentinelMaster,
-		SentinelAddrs:         s.s.Addrs,
-		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-		DialerRetries:         1,
-		PoolSize:              64,
-	})
-}
-
-// rueidis is the option of a rueidis client in Sentinel mode.
-func (s sentinel) rueidis() rd.ClientOption {
-	return rd.ClientOption{
-		InitAddress: s.s.Addrs,
-		Sentinel:    rd.SentinelOption{MasterSet: redistest.SentinelMaster},
-	}
-}
-
-func TestGoRedisSentinel(t *testing.T) {
-	t.Parallel()
-	contracttest.Run(t, goredisHarness{s: newSentinel(t)})
-}
-
-func TestRueidisSentinel(t *testing.T) {
-	t.Parallel()
-	contracttest.Run(t, rueidisHarness{s: newSentinel(t)})
-}
-
-// sentinelClients are the two drivers' clients of a Sentinel topology.
+// sentinelClients are the two drivers' clients of a Sentinel deployment:
+// they ask the sentinels for the master and follow a failover.
 var sentinelClients = []struct {
 	name string
-	new  func(t testing.TB, s sentinel) backend.Backend
+	new  func(t testing.TB, s *redistest.Sentinel) backend.Backend
 }{
-	{"GoRedis", func(t testing.TB, s sentinel) backend.Backend {
-		c := s.goredis()
+	{"GoRedis", func(t testing.TB, s *redistest.Sentinel) backend.Backend {
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: s.Addrs,
+			ContextTimeoutEnabled: true, DialTimeout: time.Second, DialerRetries: 1, PoolSize: 64})
 		t.Cleanup(func() { c.Close() })
 		return goredis.New(c)
 	}},
-	{"Rueidis", func(t testing.TB, s sentinel) backend.Backend {
-		c, err := rd.NewClient(s.rueidis())
+	{"Rueidis", func(t testing.TB, s *redistest.Sentinel) backend.Backend {
+		c, err := rd.NewClient(rd.ClientOption{InitAddress: s.Addrs, Sentinel: rd.SentinelOption{MasterSet: redistest.SentinelMaster}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,13 +70,13 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 	for _, drv := range sentinelClients {
 		t.Run(drv.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSentinel(t)
+			s := redistest.StartSentinel(t)
 			b1, b2 := drv.new(t, s), drv.new(t, s)
 			ctx := ctxT(t, 60*time.Second)
 			const ttl = 6 * time.Second
 
-			s.s.Replica.Pause()
-			if _, err := s.s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+			s.Replica.Pause()
+			if _, err := s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
 				t.Fatal(err)
 			}
 			// With WithReplicaAck the grant is refused and given back:
@@ -129,7 +85,7 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 			if l, err := acked.TryLock(ctx); !errors.Is(err, primitives.ErrNotReplicated) {
 				t.Fatalf("WithReplicaAck with the replica cut off: %v, %v, want ErrNotReplicated", l, err)
 			}
-			if v, err := s.s.Master.Do(ctx, "EXISTS", "latch:{acked}"); err != nil || v != int64(0) {
+			if v, err := s.Master.Do(ctx, "EXISTS", "latch:{acked}"); err != nil || v != int64(0) {
 				t.Fatalf("the refused grant was not given back: EXISTS %v %v", v, err)
 			}
 			// Without it the grant succeeds, on the master alone.
@@ -141,10 +97,10 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 			t.Cleanup(func() { l1.Release(context.Background()) })
 
 			killed := time.Now()
-			old := s.s.Master.Addr
-			s.s.Master.Kill()
-			s.s.Replica.Resume()
-			s.s.WaitFailover(ctx, t, old)
+			old := s.Master.Addr
+			s.Master.Kill()
+			s.Replica.Resume()
+			s.WaitFailover(ctx, t, old)
 			t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
 
 			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
@@ -184,7 +140,7 @@ func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 	for _, drv := range sentinelClients {
 		t.Run(drv.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSentinel(t)
+			s := redistest.StartSentinel(t)
 			b1, b2 := drv.new(t, s), drv.new(t, s)
 			ctx := ctxT(t, 60*time.Second)
 			const ttl = 10 * time.Second
@@ -195,9 +151,9 @@ func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 				t.Fatalf("acknowledged grant with a healthy replica: %v", err)
 			}
 			killed := time.Now()
-			old := s.s.Master.Addr
-			s.s.Master.Kill()
-			s.s.WaitFailover(ctx, t, old)
+			old := s.Master.Addr
+			s.Master.Kill()
+			s.WaitFailover(ctx, t, old)
 			t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
 
 			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))

@@ -1,10 +1,20 @@
 // Package contracttest is latchkit's conformance suite: every backend
 // (driver adapter × server) must pass it. Like gocloud.dev's drivertest, a
-// driver's run is a few lines: implement Harness and call Run.
+// driver's run is a few lines: a Harness that says how the driver connects
+// to a Server (which the suite starts: miniredis, redis-server, a Cluster,
+// Sentinel), and RunDeployments:
 //
-//	func TestContract(t *testing.T) {
-//		contracttest.Run(t, myHarness{...})
+//	type harness struct{ contracttest.Server }
+//
+//	func (h harness) NewClient(t testing.TB) contracttest.Client { ... }
+//	func (h harness) Unreachable(t testing.TB) backend.Backend   { ... }
+//
+//	func TestConformance(t *testing.T) {
+//		contracttest.RunDeployments(t, func(s contracttest.Server) contracttest.Harness { return harness{s} })
 //	}
+//
+// The suite knows no driver: it reaches servers through the backend under
+// test, and speaks RESP itself for the little set-up it does aside.
 //
 // Subtests run in a fixed order and prefix their keys with the test's name,
 // so one server can serve every subtest.
@@ -32,6 +42,10 @@ type Harness interface {
 	// KillSubscribers closes, on the server side, every connection in
 	// pub/sub mode. It reports false when the server cannot do that.
 	KillSubscribers(t testing.TB) bool
+	// FlushScripts empties the script cache of every server the backend
+	// talks to (SCRIPT FLUSH), so that EVALSHA answers NOSCRIPT. It
+	// reports false when it cannot.
+	FlushScripts(t testing.TB) bool
 }
 
 // Client is one client of the server under test.

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	rd "github.com/redis/rueidis"
-
 	"github.com/latchkit/latchkit/backend"
 )
 
@@ -116,40 +113,6 @@ func testBatchErrors(t *testing.T, h Harness) {
 	}
 }
 
-// scriptFlush empties the script cache of every server b talks to, when
-// b's driver is one the suite knows. It reports whether it could.
-func scriptFlush(t *testing.T, b backend.Backend) bool {
-	t.Helper()
-	u, ok := b.(backend.Unwrapper)
-	if !ok {
-		return false
-	}
-	ctx := ctxT(t, 10*time.Second)
-	var gc redis.UniversalClient
-	if u.As(&gc) {
-		var err error
-		if cc, ok := gc.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() })
-		} else {
-			err = gc.ScriptFlush(ctx).Err()
-		}
-		if err != nil {
-			t.Fatalf("SCRIPT FLUSH: %v", err)
-		}
-		return true
-	}
-	var rc rd.Client
-	if u.As(&rc) {
-		for addr, n := range rc.Nodes() {
-			if err := n.Do(ctx, n.B().ScriptFlush().Build()).Error(); err != nil {
-				t.Fatalf("SCRIPT FLUSH on %s: %v", addr, err)
-			}
-		}
-		return true
-	}
-	return false
-}
-
 func testBatchNoScript(t *testing.T, h Harness) {
 	b, bb := batcher(t, h)
 	ctx := ctxT(t, 10*time.Second)
@@ -171,7 +134,7 @@ func testBatchNoScript(t *testing.T, h Harness) {
 	}
 	run("never loaded")
 	run("loaded")
-	if !scriptFlush(t, b) {
+	if !h.FlushScripts(t) {
 		t.Log("cannot flush the script cache of this driver: checked a fresh script only")
 		return
 	}

@@ -1,0 +1,14 @@
+package rueidis_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Every subscription hub, lease renewer and client a test starts must be
+// gone when it ends; the one exception is rueidis's own: its cluster client
+// sleeps 5s after a topology refresh, past Close.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+}

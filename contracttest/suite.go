@@ -1,0 +1,134 @@
+package contracttest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// Run runs the whole suite against h: first the backend contract itself,
+// then every primitive through its public API.
+func Run(t *testing.T, h Harness) {
+	t.Run("Backend", func(t *testing.T) { RunBackend(t, h) })
+	t.Run("Batch", func(t *testing.T) { RunBatch(t, h) })
+	t.Run("Mutex", func(t *testing.T) { RunMutex(t, h) })
+	t.Run("HandOver", func(t *testing.T) { RunHandOver(t, h) })
+	t.Run("GiveUp", func(t *testing.T) { RunGiveUp(t, h) })
+	t.Run("ReentrantMutex", func(t *testing.T) { RunReentrant(t, h) })
+	t.Run("Semaphore", func(t *testing.T) { RunSemaphore(t, h) })
+	t.Run("RWLock", func(t *testing.T) { RunRWLock(t, h) })
+	t.Run("Fair", func(t *testing.T) { RunFair(t, h) })
+	t.Run("MultiLock", func(t *testing.T) { RunMultiLock(t, h) })
+	t.Run("ReplicaAck", func(t *testing.T) { RunReplicaAck(t, h) })
+	t.Run("Holder", func(t *testing.T) { RunHolder(t, h) })
+}
+
+// step is one named subtest.
+type step struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}
+
+func runSteps(t *testing.T, h Harness, steps []step) {
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) { s.fn(t, h) })
+	}
+}
+
+// prefix is the key prefix of a subtest: its name, so that subtests sharing
+// a server never share a key.
+func prefix(t testing.TB) string {
+	r := strings.NewReplacer("{", "_", "}", "_", " ", "_")
+	return "ct:" + r.Replace(t.Name()) + ":"
+}
+
+// ctxT returns a context ending with the test (or after d).
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The suite inspects and arranges Redis state through the backend under
+// test itself: a script running one command on one key.
+var (
+	cmdScript = backend.NewScript(`return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))`)
+	pubScript = backend.NewScript(`return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
+)
+
+// do runs cmd on key with args.
+func do(t testing.TB, b backend.Backend, cmd, key string, args ...string) backend.Value {
+	t.Helper()
+	v, err := b.Eval(context.Background(), cmdScript, []string{key}, append([]string{cmd}, args...))
+	if err != nil {
+		t.Fatalf("%s %s: %v", cmd, key, err)
+	}
+	return v
+}
+
+// keyOf is the key base of a primitive named name under prefix p (a
+// Mutex's lock key; see primitives.Layout for the others).
+func keyOf(p, name string) string { return primitives.KeyBase(p, name) }
+
+// advance moves the server clock by d, or sleeps when it cannot.
+func advance(t testing.TB, h Harness, d time.Duration) {
+	if !h.AdvanceClock(t, d) {
+		time.Sleep(d)
+	}
+}
+
+// eventually polls cond every few milliseconds until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// gauge counts the holders inside a critical section and keeps the peak.
+type gauge struct{ n, peak atomic.Int32 }
+
+// enter counts one more holder and returns how many are inside now.
+func (g *gauge) enter() int32 {
+	n := g.n.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+	return n
+}
+
+func (g *gauge) leave() { g.n.Add(-1) }
+
+// incr adds one to the counter at key by a plain GET, then a SET: not
+// atomic on purpose, so that two holders at once lose an update. pause runs
+// between the read and the write, to widen that window.
+func incr(ctx context.Context, b backend.Backend, key string, pause time.Duration) error {
+	v, err := b.Eval(ctx, cmdScript, []string{key}, []string{"GET"})
+	if err != nil {
+		return err
+	}
+	n := int64(0)
+	if s, ok := v.(string); ok {
+		n, _ = strconv.ParseInt(s, 10, 64)
+	}
+	time.Sleep(pause)
+	_, err = b.Eval(ctx, cmdScript, []string{key}, []string{"SET", strconv.FormatInt(n+1, 10)})
+	return err
+}
+
+var idSeq atomic.Int64
+
+// newID returns a string unique within the process run.
+func newID() string {
+	return fmt.Sprintf("%d-%d", time.Now().UnixNano(), idSeq.Add(1))
+}
