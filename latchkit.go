@@ -3,6 +3,13 @@
 // the Acquire and Middleware function types, and the errors callers match
 // with errors.Is.
 //
+// Every error a caller matches is here, whatever package returns it:
+// ErrNotAcquired (and *HeldError), ErrLeaseLost, ErrInvalid,
+// ErrNotReplicated, and the backend's ErrUnavailable and ErrClosed
+// (re-exported: the same values as in package backend, so matching either
+// works). Errors of operations are *OpError, which names the operation,
+// the kind and name of the primitive, and wraps the cause.
+//
 // The primitives themselves (Mutex, Semaphore, ...) live in package
 // primitives; the Redis drivers live under backend/.
 package latchkit
@@ -28,6 +35,18 @@ var (
 	// always wrapped with what was wrong and why; nothing was changed in
 	// Redis when it is returned.
 	ErrInvalid = errors.New("latchkit: invalid argument")
+	// ErrNotReplicated is the error of an attempt whose grant WAIT did not
+	// confirm on as many replicas as primitives.WithReplicaAck asks for.
+	// The grant has been given back (or, if that failed too, expires with
+	// its TTL).
+	ErrNotReplicated = errors.New("latchkit: grant not acknowledged by enough replicas")
+	// ErrUnavailable marks a failure to reach Redis: a refused or broken
+	// connection, an I/O timeout, a pool exhausted. The operation may or
+	// may not have been applied. It is backend.ErrUnavailable.
+	ErrUnavailable = backend.ErrUnavailable
+	// ErrClosed marks an operation on a client that was closed. It is
+	// backend.ErrClosed.
+	ErrClosed = backend.ErrClosed
 )
 
 // Lease is a granted hold on a primitive. It is safe for concurrent use.

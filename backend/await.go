@@ -15,7 +15,7 @@ var errAbandoned = errors.New("backend: call abandoned when its context ended; i
 // outcome is unknown. Await returns it; an adapter that bounds its calls
 // by other means returns it too.
 func Abandoned(ctx context.Context) error {
-	return &Error{Kind: ctx.Err(), Cause: errAbandoned}
+	return &Error{Class: ctx.Err(), Cause: errAbandoned}
 }
 
 // Await runs call on a goroutine of its own and returns its result, or, if

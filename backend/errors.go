@@ -41,26 +41,26 @@ func (e *ReplyError) Is(target error) bool {
 // error and the sentinel that classifies it (ErrUnavailable, ErrClosed,
 // a *ReplyError, or the context's error).
 type Error struct {
-	Kind  error // ErrUnavailable, ErrClosed, a *ReplyError, context.Canceled, ...
+	Class error // ErrUnavailable, ErrClosed, a *ReplyError, context.Canceled, ...
 	Cause error // the driver's error, as it returned it
 }
 
 func (e *Error) Error() string {
-	if e.Cause == nil || e.Kind == e.Cause {
-		return e.Kind.Error()
+	if e.Cause == nil || e.Class == e.Cause {
+		return e.Class.Error()
 	}
-	if _, ok := e.Kind.(*ReplyError); ok {
-		return e.Kind.Error()
+	if _, ok := e.Class.(*ReplyError); ok {
+		return e.Class.Error()
 	}
-	return e.Kind.Error() + ": " + e.Cause.Error()
+	return e.Class.Error() + ": " + e.Cause.Error()
 }
 
 // Unwrap returns the classification and the driver's error.
 func (e *Error) Unwrap() []error {
 	if e.Cause == nil {
-		return []error{e.Kind}
+		return []error{e.Class}
 	}
-	return []error{e.Kind, e.Cause}
+	return []error{e.Class, e.Cause}
 }
 
 // Wrap classifies a driver error for an adapter: as ErrClosed, a
@@ -89,17 +89,17 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	e := &Error{Kind: ErrUnavailable, Cause: err}
+	e := &Error{Class: ErrUnavailable, Cause: err}
 	if isClosed != nil && isClosed(err) {
-		e.Kind = ErrClosed
+		e.Class = ErrClosed
 	} else if msg, ok := reply(err); ok {
-		e.Kind = &ReplyError{Msg: msg}
+		e.Class = &ReplyError{Msg: msg}
 	}
 	switch {
 	case ctx.Err() != nil:
-		return &Error{Kind: ctx.Err(), Cause: e}
+		return &Error{Class: ctx.Err(), Cause: e}
 	case deadlinePassed(ctx):
-		return &Error{Kind: context.DeadlineExceeded, Cause: e}
+		return &Error{Class: context.DeadlineExceeded, Cause: e}
 	}
 	return e
 }

@@ -110,7 +110,7 @@ func (f *faulty) Eval(ctx context.Context, s *backend.Script, keys, args []strin
 	v, err := f.Backend.Eval(context.WithoutCancel(ctx), s, keys, args)
 	switch {
 	case f.lose.Add(-1) >= 0:
-		return nil, &backend.Error{Kind: backend.ErrUnavailable, Cause: errors.New("injected: reply lost, connection reset")}
+		return nil, &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("injected: reply lost, connection reset")}
 	case f.late.Add(-1) >= 0:
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -204,7 +204,7 @@ func (s *stuck) Eval(ctx context.Context, sc *backend.Script, keys, args []strin
 		s.ran <- err
 	}()
 	<-ctx.Done()
-	return nil, &backend.Error{Kind: ctx.Err(), Cause: errors.New("injected: i/o timeout")}
+	return nil, &backend.Error{Class: ctx.Err(), Cause: errors.New("injected: i/o timeout")}
 }
 
 // testLateAttemptRefused: an acquisition gives up while its attempt is

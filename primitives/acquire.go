@@ -258,10 +258,10 @@ func heldErr(hint int64, holder string) *latchkit.HeldError {
 	return &latchkit.HeldError{WaitHint: max(time.Duration(hint)*time.Millisecond, 0), Holder: holder}
 }
 
-// ErrNotReplicated is the error of an attempt whose grant WAIT did not
-// confirm on as many replicas as WithReplicaAck asks for. The grant has
-// been released (or, if that failed too, expires with its TTL).
-var ErrNotReplicated = errors.New("latchkit: grant not acknowledged by enough replicas")
+// ErrNotReplicated is latchkit.ErrNotReplicated, kept here where
+// WithReplicaAck is: the error of an attempt whose grant WAIT did not
+// confirm on enough replicas.
+var ErrNotReplicated = latchkit.ErrNotReplicated
 
 // evalAcquire runs an acquire script: as is, or, with WithReplicaAck,
 // followed by WAIT on its connection, returning how many replicas had it.

@@ -239,7 +239,7 @@ type flakyWithdraw struct {
 func (f *flakyWithdraw) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
 	if s == mutexWithdraw {
 		if f.seen.Add(1) <= f.n.Load() {
-			return nil, &backend.Error{Kind: backend.ErrUnavailable, Cause: errors.New("injected: connection reset")}
+			return nil, &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("injected: connection reset")}
 		}
 	}
 	return f.Backend.Eval(ctx, s, keys, args)

@@ -112,7 +112,7 @@ func each[T any](ctx context.Context, r *redlock, f func(ctx context.Context, i 
 			if errs[i] != nil && ctx.Err() == nil && ictx.Err() != nil {
 				// The instance's timeout, not the caller's: it is slow or
 				// unreachable, which a waiting Lock rides out.
-				errs[i] = &backend.Error{Kind: backend.ErrUnavailable, Cause: errs[i]}
+				errs[i] = &backend.Error{Class: backend.ErrUnavailable, Cause: errs[i]}
 			}
 		}()
 	}

@@ -67,7 +67,7 @@ func (h *hangs) block(ctx context.Context, keys []string) error {
 	case <-cont:
 		return nil
 	case <-ctx.Done():
-		return &backend.Error{Kind: ctx.Err(), Cause: errors.New("i/o timeout")}
+		return &backend.Error{Class: ctx.Err(), Cause: errors.New("i/o timeout")}
 	}
 }
 

@@ -33,7 +33,7 @@ type script struct {
 	giveWait time.Duration // how long the first give-back hangs (bounded by its ctx)
 }
 
-var errUnreachable = &backend.Error{Kind: backend.ErrUnavailable, Cause: errors.New("connection refused")}
+var errUnreachable = &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("connection refused")}
 
 func held(hint time.Duration) error { return &latchkit.HeldError{WaitHint: hint, Holder: "h"} }
 
@@ -154,7 +154,7 @@ func TestWaitOtherErrorsStop(t *testing.T) {
 		"later":             {held(0), held(0), wrong},
 		"bad reply":         {held(0), badReply("x")},
 		"not replicated":    {fmt.Errorf("%w; releasing failed: %w", ErrNotReplicated, errUnreachable)},
-		"closed client":     {&backend.Error{Kind: backend.ErrClosed, Cause: errors.New("closed")}},
+		"closed client":     {&backend.Error{Class: backend.ErrClosed, Cause: errors.New("closed")}},
 		"lease lost on try": {fmt.Errorf("wrapped: %w", latchkit.ErrLeaseLost)},
 	} {
 		t.Run(name, func(t *testing.T) {

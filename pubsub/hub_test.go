@@ -68,7 +68,7 @@ func (f *faultBackend) Subscribe(ctx context.Context, h backend.Handler) (backen
 		}
 		err := f.failErr
 		if err == nil {
-			err = &backend.Error{Kind: backend.ErrUnavailable, Cause: errInjected}
+			err = &backend.Error{Class: backend.ErrUnavailable, Cause: errInjected}
 		}
 		f.mu.Unlock()
 		return nil, err
@@ -121,7 +121,7 @@ func (f *faultBackend) dropLive(t *testing.T) {
 	if len(live) != 1 {
 		t.Fatalf("%d live subscriptions, want 1", len(live))
 	}
-	live[0].drop(&backend.Error{Kind: backend.ErrUnavailable, Cause: errInjected})
+	live[0].drop(&backend.Error{Class: backend.ErrUnavailable, Cause: errInjected})
 }
 
 type faultSub struct {
@@ -179,9 +179,9 @@ func (s *faultSub) drop(err error) {
 func (s *faultSub) errLocked() error {
 	switch {
 	case s.closed:
-		return &backend.Error{Kind: backend.ErrClosed}
+		return &backend.Error{Class: backend.ErrClosed}
 	case s.dropped:
-		return &backend.Error{Kind: backend.ErrUnavailable, Cause: errInjected}
+		return &backend.Error{Class: backend.ErrUnavailable, Cause: errInjected}
 	}
 	return nil
 }
@@ -685,10 +685,10 @@ func TestClosedBackendStopsReconnecting(t *testing.T) {
 				// may or may not have been reported yet.
 				_ = e.rc.Close()
 				for _, s := range e.fb.live() {
-					s.drop(&backend.Error{Kind: backend.ErrUnavailable, Cause: errInjected})
+					s.drop(&backend.Error{Class: backend.ErrUnavailable, Cause: errInjected})
 				}
 			} else {
-				e.fb.fail(-1, &backend.Error{Kind: backend.ErrClosed})
+				e.fb.fail(-1, &backend.Error{Class: backend.ErrClosed})
 				e.fb.dropLive(t)
 			}
 			eventually(t, "a reconnect attempt", func() bool { return e.fb.subscribeCalls() == 2 })
@@ -717,7 +717,7 @@ func TestDropWhileDialing(t *testing.T) {
 	var once sync.Once
 	e.fb.afterAdd = func(s *faultSub, n int, _ []string) {
 		if n == 1 {
-			once.Do(func() { s.drop(&backend.Error{Kind: backend.ErrUnavailable, Cause: errInjected}) })
+			once.Do(func() { s.drop(&backend.Error{Class: backend.ErrUnavailable, Cause: errInjected}) })
 		}
 	}
 	h := pubsub.NewHub(e.fb)

@@ -294,11 +294,11 @@ func Normalize(v any) (backend.Value, error) {
 	case float64:
 		return strconv.FormatFloat(x, 'f', -1, 64), nil
 	case redis.Error:
-		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: x.Error()}, Cause: x}
+		return nil, &backend.Error{Class: &backend.ReplyError{Msg: x.Error()}, Cause: x}
 	case error:
-		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: x.Error()}, Cause: x}
+		return nil, &backend.Error{Class: &backend.ReplyError{Msg: x.Error()}, Cause: x}
 	default:
-		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: "unexpected reply type"}, Cause: errUnexpected}
+		return nil, &backend.Error{Class: &backend.ReplyError{Msg: "unexpected reply type"}, Cause: errUnexpected}
 	}
 }
 

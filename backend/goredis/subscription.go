@@ -160,7 +160,7 @@ func (s *subscription) Close() error {
 func (s *subscription) errLocked() error {
 	switch {
 	case s.closed:
-		return &backend.Error{Kind: backend.ErrClosed}
+		return &backend.Error{Class: backend.ErrClosed}
 	case s.dead != nil:
 		return s.dead
 	}

@@ -174,9 +174,9 @@ func Normalize(m rd.RedisMessage) (backend.Value, error) {
 			return nil, nil
 		}
 		if re, ok := rd.IsRedisErr(err); ok {
-			return nil, &backend.Error{Kind: &backend.ReplyError{Msg: re.Error()}, Cause: err}
+			return nil, &backend.Error{Class: &backend.ReplyError{Msg: re.Error()}, Cause: err}
 		}
-		return nil, &backend.Error{Kind: &backend.ReplyError{Msg: err.Error()}, Cause: err}
+		return nil, &backend.Error{Class: &backend.ReplyError{Msg: err.Error()}, Cause: err}
 	}
 	switch {
 	case m.IsInt64():
@@ -239,7 +239,7 @@ func badReply(err error) error {
 	if err == nil {
 		err = errUnexpected
 	}
-	return &backend.Error{Kind: &backend.ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
+	return &backend.Error{Class: &backend.ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
 }
 
 func wrap(ctx context.Context, err error) error {

@@ -73,7 +73,7 @@ func (s *subscription) watch() {
 		if err == nil {
 			err = errors.New("rueidis: pub/sub connection ended")
 		}
-		s.dead = &backend.Error{Kind: backend.ErrUnavailable, Cause: err}
+		s.dead = &backend.Error{Class: backend.ErrUnavailable, Cause: err}
 	}
 	s.mu.Unlock()
 	if !closed && s.h.Dropped != nil {
@@ -86,7 +86,7 @@ func (s *subscription) check() error {
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return &backend.Error{Kind: backend.ErrClosed}
+		return &backend.Error{Class: backend.ErrClosed}
 	case s.dead != nil:
 		return s.dead
 	}
