@@ -110,3 +110,16 @@ func deadlinePassed(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
 }
+
+// SubscriptionErr is the error of an operation on a Subscription that was
+// closed (ErrClosed) or whose connection died (dead, as reported to
+// Handler.Dropped); nil when neither.
+func SubscriptionErr(closed bool, dead error) error {
+	switch {
+	case closed:
+		return &Error{Class: ErrClosed}
+	case dead != nil:
+		return dead
+	}
+	return nil
+}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/handoff"
 )
 
 // uncontendedResult is one run of S1, S2 or S4.
@@ -119,73 +120,13 @@ func sumStats(ctx context.Context, servers []*server) (serverStats, error) {
 	return sum, nil
 }
 
-// contendedResult is one run of S3.
+// contendedResult is one run of S3: what the recorder saw, with the
+// run's length and its commands.
 type contendedResult struct {
-	elapsed      time.Duration
-	acquisitions int
-	handoffs     int             // grants to a different client than the previous one
-	selfReacq    int             // grants to the client that released just before
-	handoff      []time.Duration // release by A (call begins) to grant to B (call returns)
-	maxWait      time.Duration   // longest Lock call, or wait still pending at the end
-	gaveUp       int             // Lock calls the library abandoned by itself (retried here)
-	releaseErrs  int             // releases that failed
-	violations   int             // grants while another client held the lock: must be 0
-	sent         int64           // commands sent (client hooks + SUBSCRIBE family)
-	server       serverStats     // commandstats and CPU deltas
-}
-
-// recorder keeps the order of grants, in-process, under one mutex. Grants
-// of one lock are serialized, so the order of these calls is their order.
-type recorder struct {
-	mu           sync.Mutex
-	holder       int // -1: free
-	lastReleaser int // -1: none yet
-	lastRelease  time.Time
-	r            contendedResult
-}
-
-func (rc *recorder) granted(id int, waitStart time.Time, gaveUp int) {
-	now := time.Now()
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.r.gaveUp += gaveUp
-	if rc.holder != -1 {
-		rc.r.violations++
-	}
-	rc.holder = id
-	rc.r.acquisitions++
-	rc.r.maxWait = max(rc.r.maxWait, now.Sub(waitStart))
-	switch rc.lastReleaser {
-	case -1:
-	case id:
-		rc.r.selfReacq++
-	default:
-		rc.r.handoffs++
-		rc.r.handoff = append(rc.r.handoff, now.Sub(rc.lastRelease))
-	}
-}
-
-func (rc *recorder) releasing(id int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.holder == id {
-		rc.holder = -1
-	}
-	rc.lastReleaser = id
-	rc.lastRelease = time.Now()
-}
-
-func (rc *recorder) failed() {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.r.releaseErrs++
-}
-
-func (rc *recorder) pending(waitStart time.Time, gaveUp int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.r.maxWait = max(rc.r.maxWait, time.Since(waitStart))
-	rc.r.gaveUp += gaveUp
+	handoff.Result
+	elapsed time.Duration
+	sent    int64       // commands sent (client hooks + SUBSCRIBE family)
+	server  serverStats // commandstats and CPU deltas
 }
 
 // runContended has n clients, each with its own driver client, loop on
@@ -218,7 +159,7 @@ func runContended(ctx context.Context, c contender, srv *server, n int, hold, d 
 		return contendedResult{}, err
 	}
 	sent.Store(0)
-	rc := &recorder{holder: -1, lastReleaser: -1}
+	rc := handoff.NewRecorder()
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
@@ -240,20 +181,20 @@ func runContended(ctx context.Context, c contender, srv *server, n int, hold, d 
 					unlock, err = lc.lock(runCtx, key)
 				}
 				if err != nil {
-					rc.pending(waitStart, gaveUp)
+					rc.Pending(waitStart, gaveUp)
 					return
 				}
-				rc.granted(id, waitStart, gaveUp)
+				rc.Granted(id, waitStart, gaveUp)
 				time.Sleep(hold)
-				rc.releasing(id)
+				rc.Releasing(id)
 				if err := unlock(context.Background()); err != nil {
-					rc.failed()
+					rc.Failed()
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	rc.r.elapsed = time.Since(start)
+	res := contendedResult{Result: rc.Result(), elapsed: time.Since(start)}
 	if err := ctx.Err(); err != nil {
 		return contendedResult{}, err
 	}
@@ -261,34 +202,10 @@ func runContended(ctx context.Context, c contender, srv *server, n int, hold, d 
 	if err != nil {
 		return contendedResult{}, err
 	}
-	rc.r.server = after.sub(before)
-	rc.r.sent = sent.Load() + rc.r.server.subscribe
-	if rc.r.acquisitions == 0 {
+	res.server = after.sub(before)
+	res.sent = sent.Load() + res.server.subscribe
+	if res.Acquisitions == 0 {
 		return contendedResult{}, errors.New(c.name + ": no acquisition in the whole run")
 	}
-	return rc.r, nil
-}
-
-// percentile is the q-quantile (0..1) of ds, by nearest rank.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
-// median of xs (the mean of the middle two for an even count).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return res, nil
 }

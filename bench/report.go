@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/handoff"
 )
 
 // The targets.
@@ -173,7 +175,7 @@ func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario str
 		for _, res := range t.results[i] {
 			xs = append(xs, res.opsPerSec)
 		}
-		ops[c.name] = median(xs)
+		ops[c.name] = handoff.Median(xs)
 	}
 	for i, c := range t.contenders {
 		var sent, calls, cpu []float64
@@ -196,7 +198,7 @@ func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario str
 			}
 		}
 		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.2f | %.2f | %.1f µs | %d | %s |\n",
-			c.name, c.driver, ops[c.name], strings.Join(perRound, " / "), ratio, median(sent), median(calls), median(cpu), errs, target)
+			c.name, c.driver, ops[c.name], strings.Join(perRound, " / "), ratio, handoff.Median(sent), handoff.Median(calls), handoff.Median(cpu), errs, target)
 	}
 	fmt.Fprintln(w)
 }
@@ -220,9 +222,9 @@ func (r *report) writeContended(w io.Writer) {
 	for i, c := range r.s3.contenders {
 		var cpu []float64
 		for _, res := range r.s3.results[i] {
-			cpu = append(cpu, res.server.cpu/float64(res.acquisitions)*1e6)
+			cpu = append(cpu, res.server.cpu/float64(res.Acquisitions)*1e6)
 		}
-		cpuOf[c.name] = median(cpu)
+		cpuOf[c.name] = handoff.Median(cpu)
 	}
 	for i, c := range r.s3.contenders {
 		var acq, hps, p50, p99, self, sent, total, cpu []float64
@@ -230,23 +232,23 @@ func (r *report) writeContended(w io.Writer) {
 		gaveUp, releaseErrs, violations := 0, 0, 0
 		for _, res := range r.s3.results[i] {
 			sec := res.elapsed.Seconds()
-			n := float64(res.acquisitions)
+			n := float64(res.Acquisitions)
 			acq = append(acq, n/sec)
-			hps = append(hps, float64(res.handoffs)/sec)
-			p50 = append(p50, float64(percentile(res.handoff, 0.50)))
-			p99 = append(p99, float64(percentile(res.handoff, 0.99)))
-			self = append(self, float64(res.selfReacq)/max(n-1, 1))
+			hps = append(hps, float64(res.Handoffs)/sec)
+			p50 = append(p50, float64(handoff.Quantile(res.Handoff, 0.50)))
+			p99 = append(p99, float64(handoff.Quantile(res.Handoff, 0.99)))
+			self = append(self, float64(res.SelfReacq)/max(n-1, 1))
 			sent = append(sent, float64(res.sent)/n)
 			total = append(total, float64(res.server.calls)/n)
 			cpu = append(cpu, res.server.cpu/n*1e6)
-			maxWait = max(maxWait, res.maxWait)
-			gaveUp += res.gaveUp
-			releaseErrs += res.releaseErrs
-			violations += res.violations
+			maxWait = max(maxWait, res.MaxWait)
+			gaveUp += res.GaveUp
+			releaseErrs += res.ReleaseErrs
+			violations += res.Violations
 		}
 		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %.1f%% | %s | %.2f | %.2f | %.0f µs | %d | %d | %d |\n",
-			c.name, median(acq), median(hps), ms(median(p50)), ms(median(p99)), 100*median(self),
-			ms(float64(maxWait)), median(sent), median(total), median(cpu), gaveUp, releaseErrs, violations)
+			c.name, handoff.Median(acq), handoff.Median(hps), ms(handoff.Median(p50)), ms(handoff.Median(p99)), 100*handoff.Median(self),
+			ms(float64(maxWait)), handoff.Median(sent), handoff.Median(total), handoff.Median(cpu), gaveUp, releaseErrs, violations)
 		if !c.latchkit {
 			continue
 		}
@@ -254,13 +256,13 @@ func (r *report) writeContended(w io.Writer) {
 		if strings.Contains(c.name, "FairMutex") {
 			selfTarget = 0
 		}
-		r.check(fmt.Sprintf("S3 handoff p50 ≤ %s", ms(float64(targetHandoffP50))), c.name, ms(median(p50)), median(p50) <= float64(targetHandoffP50))
-		r.check(fmt.Sprintf("S3 ≥ %.0f cross-client handoffs/s", targetHandoffsPerS), c.name, fmt.Sprintf("%.0f", median(hps)), median(hps) >= targetHandoffsPerS)
-		r.check(fmt.Sprintf("S3 self-reacquire ≤ %.0f%%", 100*selfTarget), c.name, fmt.Sprintf("%.1f%%", 100*median(self)), median(self) <= selfTarget)
+		r.check(fmt.Sprintf("S3 handoff p50 ≤ %s", ms(float64(targetHandoffP50))), c.name, ms(handoff.Median(p50)), handoff.Median(p50) <= float64(targetHandoffP50))
+		r.check(fmt.Sprintf("S3 ≥ %.0f cross-client handoffs/s", targetHandoffsPerS), c.name, fmt.Sprintf("%.0f", handoff.Median(hps)), handoff.Median(hps) >= targetHandoffsPerS)
+		r.check(fmt.Sprintf("S3 self-reacquire ≤ %.0f%%", 100*selfTarget), c.name, fmt.Sprintf("%.1f%%", 100*handoff.Median(self)), handoff.Median(self) <= selfTarget)
 		r.check(fmt.Sprintf("S3 max wait ≤ %s", ms(float64(targetMaxWait))), c.name, ms(float64(maxWait)), maxWait <= targetMaxWait)
-		r.check(fmt.Sprintf("S3 ≤ %.0f commands sent/acquisition", targetSentPerAcq), c.name, fmt.Sprintf("%.2f", median(sent)), median(sent) <= targetSentPerAcq)
+		r.check(fmt.Sprintf("S3 ≤ %.0f commands sent/acquisition", targetSentPerAcq), c.name, fmt.Sprintf("%.2f", handoff.Median(sent)), handoff.Median(sent) <= targetSentPerAcq)
 		if peer, ok := cpuOf["redsync"]; ok {
-			r.check("S3 Redis CPU/acquisition ≤ redsync's", c.name, fmt.Sprintf("%.0f µs vs %.0f µs", median(cpu), peer), median(cpu) <= peer)
+			r.check("S3 Redis CPU/acquisition ≤ redsync's", c.name, fmt.Sprintf("%.0f µs vs %.0f µs", handoff.Median(cpu), peer), handoff.Median(cpu) <= peer)
 		}
 		r.check("S3 no exclusion violation", c.name, fmt.Sprintf("%d", violations), violations == 0)
 	}
@@ -272,7 +274,7 @@ func (r *report) writeContended(w io.Writer) {
 	fmt.Fprintln(w, "|---|---|")
 	for i, c := range r.s3.contenders {
 		res := r.s3.results[i][0]
-		fmt.Fprintf(w, "| %s | %s |\n", c.name, topCommands(res.server.byCommand, float64(res.acquisitions), 8))
+		fmt.Fprintf(w, "| %s | %s |\n", c.name, topCommands(res.server.byCommand, float64(res.Acquisitions), 8))
 	}
 	fmt.Fprintln(w)
 }

@@ -182,59 +182,22 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 // returns by ctx's end (see the package doc); calls it gave up on all get
 // an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
-	if len(calls) == 0 {
-		return
-	}
-	if err := ctx.Err(); err != nil {
-		backend.FailCalls(calls, err)
-		return
-	}
-	if b.direct {
-		b.evalBatch(ctx, calls)
-		return
-	}
-	// The batch runs on copies: once abandoned, it must not write to
-	// calls, which the caller owns again.
-	own := make([]backend.Call, len(calls))
-	for i, c := range calls {
-		own[i] = backend.Call{Script: c.Script, Keys: slices.Clone(c.Keys), Args: slices.Clone(c.Args)}
-	}
-	_, err := backend.Await(ctx, func() (struct{}, error) {
-		b.evalBatch(ctx, own)
-		return struct{}{}, nil
-	}, nil)
-	if err != nil {
-		backend.FailCalls(calls, err)
-		return
-	}
-	for i := range calls {
-		calls[i].Value, calls[i].Err = own[i].Value, own[i].Err
-	}
+	backend.RunBatch(ctx, calls, !b.direct, b.pipeline)
 }
 
-// evalBatch is EvalBatch on the caller's goroutine.
-func (b *Backend) evalBatch(ctx context.Context, calls []backend.Call) {
+// pipeline sends calls in one go-redis pipeline (see backend.Pipeline).
+func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := b.c.Pipeline()
 	for i := range calls {
 		c := &calls[i]
-		cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, anyArgs(c.Args)...)
+		if source {
+			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, anyArgs(c.Args)...)
+		} else {
+			cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, anyArgs(c.Args)...)
+		}
 	}
 	_, _ = pipe.Exec(ctx) // the errors are read per command below
-	var missing []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		pipe = b.c.Pipeline()
-		for _, i := range missing {
-			c := &calls[i]
-			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, anyArgs(c.Args)...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
 	for i, cmd := range cmds {
 		calls[i].Value, calls[i].Err = result(ctx, cmd)
 	}
@@ -322,19 +285,9 @@ func wrap(ctx context.Context, err error) error {
 // NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
 // ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
-	if b.direct {
+	return backend.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return b.evalAck(ctx, s, keys, args, replicas, timeout)
-	}
-	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
-	type acked struct {
-		v backend.Value
-		n int
-	}
-	r, err := backend.Await(ctx, func() (acked, error) {
-		v, n, err := b.evalAck(ctx, s, keys, args, replicas, timeout)
-		return acked{v, n}, err
-	}, nil)
-	return r.v, r.n, err
+	})
 }
 
 // evalAck is EvalAck on the caller's goroutine.

@@ -142,13 +142,9 @@ func (s *subscription) forget(keys []string, waits []chan struct{}) {
 }
 
 func (s *subscription) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.markClosed() {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
 	err := s.ps.Close()
 	<-s.done
 	if err != nil && !errors.Is(err, redis.ErrClosed) {
@@ -158,13 +154,7 @@ func (s *subscription) Close() error {
 }
 
 func (s *subscription) errLocked() error {
-	switch {
-	case s.closed:
-		return &backend.Error{Class: backend.ErrClosed}
-	case s.dead != nil:
-		return s.dead
-	}
-	return nil
+	return backend.SubscriptionErr(s.closed, s.dead)
 }
 
 // loop receives until the connection fails or the subscription is closed.
@@ -226,4 +216,14 @@ func (s *subscription) drop(err error) {
 	if s.h.Dropped != nil {
 		s.h.Dropped(err)
 	}
+}
+
+// markClosed marks the subscription closed, reporting false when it was
+// already.
+func (s *subscription) markClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.closed
+	s.closed = true
+	return !was
 }

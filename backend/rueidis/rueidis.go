@@ -106,62 +106,22 @@ func result(ctx context.Context, r rd.RedisResult) (backend.Value, error) {
 // one slot). It returns by ctx's end (see the package doc); calls it gave
 // up on all get an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
-	if len(calls) == 0 {
-		return
-	}
-	if err := ctx.Err(); err != nil {
-		backend.FailCalls(calls, err)
-		return
-	}
-	if ctx.Done() == nil {
-		b.evalBatch(ctx, calls)
-		return
-	}
-	// The batch runs on copies: once abandoned, it must not write to
-	// calls, which the caller owns again.
-	own := make([]backend.Call, len(calls))
-	for i, c := range calls {
-		own[i] = backend.Call{Script: c.Script, Keys: slices.Clone(c.Keys), Args: slices.Clone(c.Args)}
-	}
-	_, err := backend.Await(ctx, func() (struct{}, error) {
-		b.evalBatch(ctx, own)
-		return struct{}{}, nil
-	}, nil)
-	if err != nil {
-		backend.FailCalls(calls, err)
-		return
-	}
-	for i := range calls {
-		calls[i].Value, calls[i].Err = own[i].Value, own[i].Err
-	}
+	backend.RunBatch(ctx, calls, ctx.Done() != nil, b.pipeline)
 }
 
-// evalBatch is EvalBatch on the caller's goroutine.
-func (b *Backend) evalBatch(ctx context.Context, calls []backend.Call) {
+// pipeline sends calls in one DoMulti (see backend.Pipeline).
+func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	cmds := make(rd.Commands, len(calls))
 	for i := range calls {
 		c := &calls[i]
-		cmds[i] = b.c.B().Evalsha().Sha1(c.Script.Hash()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
-	}
-	res := b.doMulti(ctx, calls, nil, cmds)
-	var missing []int
-	for i := range res {
-		if re, ok := rd.IsRedisErr(res[i].Error()); ok && re.IsNoScript() {
-			missing = append(missing, i)
+		if source {
+			cmds[i] = b.c.B().Eval().Script(c.Script.Source()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+		} else {
+			cmds[i] = b.c.B().Evalsha().Sha1(c.Script.Hash()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 		}
 	}
-	if len(missing) > 0 {
-		cmds = cmds[:0]
-		for _, i := range missing {
-			c := &calls[i]
-			cmds = append(cmds, b.c.B().Eval().Script(c.Script.Source()).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
-		}
-		for j, r := range b.doMulti(ctx, calls, missing, cmds) {
-			res[missing[j]] = r
-		}
-	}
-	for i := range res {
-		calls[i].Value, calls[i].Err = result(ctx, res[i])
+	for i, r := range b.doMulti(ctx, calls, cmds) {
+		calls[i].Value, calls[i].Err = result(ctx, r)
 	}
 }
 
@@ -261,22 +221,9 @@ func wrap(ctx context.Context, err error) error {
 // script's slot to its master. A NOSCRIPT answer to EVALSHA sends the pair
 // again with EVAL. It returns by ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	if ctx.Done() == nil {
+	return backend.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return b.evalAck(ctx, s, keys, args, replicas, timeout)
-	}
-	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
-	type acked struct {
-		v backend.Value
-		n int
-	}
-	r, err := backend.Await(ctx, func() (acked, error) {
-		v, n, err := b.evalAck(ctx, s, keys, args, replicas, timeout)
-		return acked{v, n}, err
-	}, nil)
-	return r.v, r.n, err
+	})
 }
 
 // evalAck is EvalAck on the caller's goroutine.
@@ -303,17 +250,11 @@ func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []s
 	return v, int(n), err
 }
 
-// doMulti sends cmds, the commands of calls[idx[0]], calls[idx[1]], ...
-// (of every call when idx is nil), by DoMulti. A cluster client refuses a
+// doMulti sends cmds, the commands of calls, by DoMulti. A cluster client refuses a
 // DoMulti that mixes keyless commands with commands of several slots, so
 // the keyless ones go in a DoMulti of their own.
-func (b *Backend) doMulti(ctx context.Context, calls []backend.Call, idx []int, cmds rd.Commands) []rd.RedisResult {
-	keyless := func(j int) bool {
-		if idx != nil {
-			j = idx[j]
-		}
-		return len(calls[j].Keys) == 0
-	}
+func (b *Backend) doMulti(ctx context.Context, calls []backend.Call, cmds rd.Commands) []rd.RedisResult {
+	keyless := func(j int) bool { return len(calls[j].Keys) == 0 }
 	var none, some rd.Commands
 	for j, c := range cmds {
 		if keyless(j) {

@@ -84,13 +84,7 @@ func (s *subscription) watch() {
 func (s *subscription) check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		return &backend.Error{Class: backend.ErrClosed}
-	case s.dead != nil:
-		return s.dead
-	}
-	return nil
+	return backend.SubscriptionErr(s.closed, s.dead)
 }
 
 // Add subscribes to channels; it returns once the server confirmed them.
@@ -123,15 +117,21 @@ func (s *subscription) Remove(ctx context.Context, channels ...string) error {
 
 // Close ends the subscription and its connection. It is idempotent.
 func (s *subscription) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.markClosed() {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
 	s.dc.Close() // closes the connection instead of returning it to the pool
 	s.cancel()
 	<-s.done
 	return nil
+}
+
+// markClosed marks the subscription closed, reporting false when it was
+// already.
+func (s *subscription) markClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.closed
+	s.closed = true
+	return !was
 }

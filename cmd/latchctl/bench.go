@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/handoff"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -116,11 +116,11 @@ func bench(ctx context.Context, c benchConfig, w io.Writer) (err error) {
 			return fmt.Errorf("S3 %s: %w", m.name, err)
 		}
 		sec := r.elapsed.Seconds()
-		n := float64(r.acquisitions)
+		n := float64(r.Acquisitions)
 		fmt.Fprintf(w, "| S3 | %s, %d clients, hold %v | %.0f | %.0f | %s | %s | %.1f%% | %s | %s | %s | %s | %d |\n",
-			m.name, c.clients, c.hold, n/sec, float64(r.handoffs)/sec,
-			millis(quantile(r.handoff, 0.5)), millis(quantile(r.handoff, 0.99)),
-			100*float64(r.self)/max(n-1, 1), millis(r.maxWait), r.sent, r.calls, r.cpu, r.violations)
+			m.name, c.clients, c.hold, n/sec, float64(r.Handoffs)/sec,
+			millis(handoff.Quantile(r.Handoff, 0.5)), millis(handoff.Quantile(r.Handoff, 0.99)),
+			100*float64(r.SelfReacq)/max(n-1, 1), millis(r.MaxWait), r.sent, r.calls, r.cpu, r.Violations)
 	}
 	return nil
 }
@@ -245,54 +245,12 @@ func uncontended(ctx context.Context, d time.Duration, g int, sent *atomic.Int64
 	return rate{perSec: float64(ops.Load()) / time.Since(start).Seconds(), sent: perOp(sent, before, ops.Load())}, nil
 }
 
-// contention is an S3 row's result, recorded under mu in grant order
-// (grants of one lock are serialized, so that order is theirs).
+// contention is an S3 row's result: what the recorder saw, and the
+// counts per acquisition (or n/a).
 type contention struct {
-	mu           sync.Mutex
-	holder       int // -1: free
-	lastReleaser int // -1: none yet
-	lastRelease  time.Time
-
-	elapsed                      time.Duration
-	acquisitions, handoffs, self int
-	violations                   int             // grants while another client held it
-	handoff                      []time.Duration // A starts its release -> B's Lock returns
-	maxWait                      time.Duration   // longest Lock, or wait pending at the end
-	sent, calls, cpu             string          // per acquisition, or n/a
-}
-
-func (r *contention) granted(id int, waitStart time.Time) {
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.holder != -1 {
-		r.violations++
-	}
-	r.holder = id
-	r.acquisitions++
-	r.maxWait = max(r.maxWait, now.Sub(waitStart))
-	switch r.lastReleaser {
-	case -1:
-	case id:
-		r.self++
-	default:
-		r.handoffs++
-		r.handoff = append(r.handoff, now.Sub(r.lastRelease))
-	}
-}
-
-func (r *contention) releasing(id int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.holder = -1
-	r.lastReleaser = id
-	r.lastRelease = time.Now()
-}
-
-func (r *contention) pending(waitStart time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.maxWait = max(r.maxWait, time.Since(waitStart))
+	handoff.Result
+	elapsed          time.Duration
+	sent, calls, cpu string
 }
 
 // contended has c.clients separate clients loop on one key for
@@ -334,7 +292,7 @@ func contended(ctx context.Context, c benchConfig, newMutex func(backend.Backend
 	sent0, _ := sentTotal()
 	calls0, cpu0, _ := serverCounts(ctx, do)
 
-	r := &contention{holder: -1, lastReleaser: -1}
+	rec := handoff.NewRecorder()
 	runCtx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
 	var (
@@ -351,7 +309,7 @@ func contended(ctx context.Context, c benchConfig, newMutex func(backend.Backend
 				waitStart := time.Now()
 				l, err := mem.m.Lock(runCtx)
 				if err != nil {
-					r.pending(waitStart)
+					rec.Pending(waitStart, 0)
 					// A driver may see the deadline pass before runCtx
 					// reports it.
 					if runCtx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -359,9 +317,9 @@ func contended(ctx context.Context, c benchConfig, newMutex func(backend.Backend
 					}
 					return
 				}
-				r.granted(id, waitStart)
+				rec.Granted(id, waitStart, 0)
 				time.Sleep(c.hold)
-				r.releasing(id)
+				rec.Releasing(id)
 				if err := l.Release(context.Background()); err != nil {
 					once.Do(func() { firstErr = fmt.Errorf("Release: %w", err); cancel() })
 					return
@@ -370,17 +328,17 @@ func contended(ctx context.Context, c benchConfig, newMutex func(backend.Backend
 		}()
 	}
 	wg.Wait()
-	r.elapsed = time.Since(start)
+	r := &contention{Result: rec.Result(), elapsed: time.Since(start)}
 	if firstErr != nil {
 		return nil, firstErr
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if r.acquisitions == 0 {
+	if r.Acquisitions == 0 {
 		return nil, errors.New("no acquisition in the whole run")
 	}
-	n := float64(r.acquisitions)
+	n := float64(r.Acquisitions)
 	r.sent, r.calls, r.cpu = "n/a", "n/a", "n/a"
 	if sent1, ok := sentTotal(); ok {
 		r.sent = fmt.Sprintf("%.2f", float64(sent1-sent0)/n)
@@ -459,17 +417,6 @@ func serverCounts(ctx context.Context, do func(context.Context, ...string) (any,
 		}
 	}
 	return calls, cpu, calls > 0 && cpuFields == 2
-}
-
-// quantile is the q-quantile of ds by nearest rank.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // millis formats d in milliseconds.
