@@ -10,7 +10,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -129,6 +131,14 @@ func (s *Server) start() error {
 		}
 		err := ping(s.Addr)
 		if err == nil {
+			// The answer may come from another test's server that took
+			// the port while this one failed to bind it (ports are reused
+			// on a busy machine): only our own process counts.
+			if pid, perr := processID(s.Addr); perr != nil || pid != cmd.Process.Pid {
+				_ = cmd.Process.Kill()
+				<-done
+				return fmt.Errorf("port %d answered by process %d (%v), not ours (%d)", s.Port, pid, perr, cmd.Process.Pid)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -159,6 +169,39 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
 	}
 	return nil
+}
+
+// processID asks the server at addr for its process id (INFO server), on a
+// raw connection.
+func processID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	header, err := r.ReadString('\n') // $<length>
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(header, "$")))
+	if err != nil {
+		return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(header))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server without process_id")
 }
 
 // Log returns the server's log so far.
