@@ -3,6 +3,7 @@ package contracttest_test
 import (
 	"testing"
 
+	"github.com/latchkit/latchkit/internal/leakcheck"
 	"go.uber.org/goleak"
 )
 
@@ -10,5 +11,5 @@ import (
 // be gone when it ends. The one exception is rueidis's own: its cluster
 // client sleeps 5s after a topology refresh, past Close.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	leakcheck.Main(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }

@@ -28,13 +28,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/faultproxy"
+	"github.com/latchkit/latchkit/internal/leakcheck"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -65,10 +65,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
+		code = leakcheck.Check()
 	}
 	os.Exit(code)
 }

@@ -3,9 +3,9 @@ package middleware_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/latchkit/latchkit/internal/leakcheck"
 )
 
 // Every lease watchdog and client the tests start must be gone when they
 // end.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -3,8 +3,8 @@ package primitives
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/latchkit/latchkit/internal/leakcheck"
 )
 
 // No lease watchdog or timer goroutine may outlive the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }

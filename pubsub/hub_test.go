@@ -16,10 +16,11 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/leakcheck"
 	"github.com/latchkit/latchkit/pubsub"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // wait is the generous bound for anything that should happen "soon": a
 // message to arrive, a reconnect (whose backoff is capped at 1s) to succeed.

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"go.uber.org/goleak"
 
+	"github.com/latchkit/latchkit/internal/leakcheck"
 	"github.com/latchkit/latchkit/retry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestExponentialDefaults(t *testing.T) {
 	b := retry.Exponential()()

@@ -3,9 +3,9 @@ package goredis_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/latchkit/latchkit/internal/leakcheck"
 )
 
 // Every subscription hub, lease renewer and client a test starts must be
 // gone when it ends.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/latchkit/latchkit/internal/leakcheck"
 )
 
 // The demo's traders, hubs and clients must all be gone when it returns.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
