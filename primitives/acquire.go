@@ -223,13 +223,14 @@ func retryGiveBack(ctx context.Context, token string, f func(context.Context, st
 }
 
 // scriptAttempt is the attempt of a primitive whose acquire is one script
-// over fixed keys, with ARGV the token, then args, then the annotation,
-// replying {1, fence} or {0, hint ms, holder's annotation}.
+// over fixed keys, with ARGV the token, then args, then the annotation and
+// the fence counter's retention, replying {1, fence} or {0, hint ms,
+// holder's annotation}.
 func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h holder, kind latchkit.Kind, name string, cfg *config) func(context.Context, *attempt) (latchkit.Lease, error) {
 	return func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
 		start := time.Now()
-		argv := make([]string, 0, len(args)+2)
-		argv = append(append(append(argv, at.token), args...), at.annotation)
+		argv := make([]string, 0, len(args)+3)
+		argv = append(append(append(argv, at.token), args...), at.annotation, cfg.retArg)
 		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, argv)
 		if err != nil {
 			return nil, scriptErr(err)

@@ -94,7 +94,7 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 		wchans:  []string{channel, inbox},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox},
 		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", ""},
-		relArgs: []string{channel, strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout))},
+		relArgs: []string{channel, strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout)), cfg.retArg},
 	}
 	s.attemptFn = scriptAttempt(b, fairAcquire, s.keys, s.args, s, kind, name, &s.cfg)
 	s.tryFn = scriptAttempt(b, fairAcquire, s.keys, s.tryArgs, s, kind, name, &s.cfg)

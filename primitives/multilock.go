@@ -161,7 +161,7 @@ func (ml *multiLock) take(ctx context.Context, at *attempt) ([]int64, int, error
 	if !at.try {
 		args[3], args[4] = ml.waitArg, ml.entry(at.token)
 	}
-	args = append(args, ml.channels...)
+	args = append(append(args, ml.channels...), ml.cfg.retArg)
 	v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, args)
 	if err != nil {
 		return nil, 0, scriptErr(err)
@@ -202,6 +202,7 @@ func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, e
 		if !at.try {
 			args = append(args, ml.waitArg, ml.entry(at.token))
 		}
+		args = append(args, ml.cfg.retArg)
 		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
 		at.reach = max(at.reach, i+1)
 		if i == 0 || acks < least {
@@ -244,7 +245,7 @@ func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, e
 // or have queued (entry; "" for none).
 func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
 	if !ml.split {
-		args := append([]string{token, ml.handArg, entry}, ml.channels...)
+		args := append(append([]string{token, ml.handArg, entry}, ml.channels...), ml.cfg.retArg)
 		_, err := ml.b.Eval(ctx, multiWithdraw, ml.keys, args)
 		return err
 	}
@@ -269,7 +270,7 @@ func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration
 
 func (ml *multiLock) release(ctx context.Context, token string) (bool, error) {
 	if !ml.split {
-		args := append([]string{token, ml.handArg}, ml.channels...)
+		args := append(append([]string{token, ml.handArg}, ml.channels...), ml.cfg.retArg)
 		return flag(ml.b.Eval(ctx, multiRelease, ml.keys, args))
 	}
 	all := true

@@ -158,6 +158,7 @@ func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error
 	if !at.try {
 		args = append(args, m.waitArg, m.entry(at.token))
 	}
+	args = append(args, m.cfg.retArg)
 	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
 	if err != nil {
 		return nil, scriptErr(err)
@@ -171,7 +172,7 @@ func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bo
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg}))
+	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg, m.cfg.retArg}))
 }
 
 // withdraw gives back what a waiting Lock that ended without a grant may
@@ -194,7 +195,7 @@ func (m *mutex) withdrawEntry(ctx context.Context, token, entry string, final bo
 	if final {
 		end = "1"
 	}
-	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end})
+	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end, m.cfg.retArg})
 	return err
 }
 

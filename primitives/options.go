@@ -28,6 +28,8 @@ type config struct {
 	prefix     string
 
 	waiterTimeout   time.Duration
+	retention       time.Duration // WithRetention
+	retArg          string        // retention, ms: the last ARGV of every script that raises a fence
 	instanceTimeout time.Duration // Redlock; 0: derived from the ttl
 
 	ackReplicas int           // WithReplicaAck; 0: off
@@ -63,6 +65,20 @@ func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
 // bounds how long a lock or permit handed over to a waiter waits for that
 // waiter to confirm (at most the TTL). It must be at least 3ms.
 func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.waiterTimeout = d } }
+
+// DefaultRetention is how long a primitive's fence counter outlives its
+// last grant when WithRetention is not given.
+const DefaultRetention = 24 * time.Hour
+
+// WithRetention sets how long a primitive's fence counter is kept after
+// its last grant (default DefaultRetention): a name nobody uses leaves no
+// key once its leases, queues and markers have expired and the retention
+// has passed. Fences keep increasing across that expiry, because a fence
+// is never below the server's clock in microseconds (see Lease.Fence in
+// the README): this holds as long as the server's clock does not step
+// back by more than the time since the name's last grant. It must be at
+// least 1ms; every user of a name should give the same.
+func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithInstanceTimeout bounds each call to one instance of a Redlock; it
 // must be far below the TTL (the default is a twentieth of it, between 5ms
@@ -119,7 +135,7 @@ func ownerFrom(ctx context.Context) string {
 
 // newConfig applies opts and checks the arguments every primitive shares.
 func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option) (config, error) {
-	c := config{ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix, waiterTimeout: DefaultWaiterTimeout}
+	c := config{ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix, waiterTimeout: DefaultWaiterTimeout, retention: DefaultRetention}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -139,6 +155,8 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("instance timeout %v is negative", c.instanceTimeout)
 	case c.waiterTimeout < 3*time.Millisecond:
 		return fail("waiter timeout %v is below 3ms", c.waiterTimeout)
+	case c.retention < time.Millisecond:
+		return fail("retention %v is below 1ms", c.retention)
 	case strings.ContainsAny(c.prefix, "{}"):
 		return fail("prefix %q contains '{' or '}'", c.prefix)
 	case c.ackTimeout != 0 && c.ackReplicas < 1:
@@ -159,6 +177,7 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 	if c.retry == nil {
 		c.retry = defaultRetry
 	}
+	c.retArg = ms(c.retention)
 	return c, nil
 }
 

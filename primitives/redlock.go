@@ -37,11 +37,14 @@ type redlock struct {
 // losing it ends the lease's Context. Backends may use different drivers.
 //
 // Fence is monotonic across grants although each instance counts on its
-// own: a grant takes the highest counter of its quorum and raises every
-// member of the quorum below it (no extra round trip when they agree). Any
-// two quorums share an instance, so a later grant sees a counter at least
-// as high. This holds while no more than N-quorum instances lose their data
-// at once.
+// own: a grant takes the highest fence its granting instances gave (each
+// at least one above its counter and never below its clock in
+// microseconds) and raises every granting instance below it to it, in one
+// more parallel round trip. Any two quorums share an instance, so a later
+// grant meets a counter at least as high, as long as no more than
+// N-quorum instances are down or have lost their data at any one time
+// (and beyond that, as long as the instances' clocks are not apart by more
+// than the time between two grants).
 //
 // The per-instance timeout is WithInstanceTimeout, by default a twentieth of
 // the TTL between 5ms and 100ms. Release messages are awaited on the first
@@ -99,6 +102,18 @@ func (r *redlock) acquire(ctx context.Context, try bool) (latchkit.Lease, error)
 // each runs f on every instance in parallel, each call bounded by the
 // per-instance timeout, and returns the results in instance order.
 func each[T any](ctx context.Context, r *redlock, f func(ctx context.Context, i int, b backend.Backend) (T, error)) ([]T, []error) {
+	return eachWithin(ctx, r, r.timeout, f)
+}
+
+// opTimeout bounds each instance's call of a release, extend, TTL or
+// give-back: unlike an attempt, whose validity the per-instance timeout
+// protects, these gain nothing from giving up on a slow instance early
+// (one that does not answer leaves the outcome unknown), so they wait
+// longer for it, within the caller's context.
+func (r *redlock) opTimeout() time.Duration { return max(10*r.timeout, time.Second) }
+
+// eachWithin is each with every call bounded by timeout.
+func eachWithin[T any](ctx context.Context, r *redlock, timeout time.Duration, f func(ctx context.Context, i int, b backend.Backend) (T, error)) ([]T, []error) {
 	vals := make([]T, len(r.bs))
 	errs := make([]error, len(r.bs))
 	var wg sync.WaitGroup
@@ -106,7 +121,7 @@ func each[T any](ctx context.Context, r *redlock, f func(ctx context.Context, i 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ictx, cancel := context.WithTimeout(ctx, r.timeout)
+			ictx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			vals[i], errs[i] = f(ictx, i, b)
 			if errs[i] != nil && ctx.Err() == nil && ictx.Err() != nil {
@@ -130,7 +145,7 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 	token := at.token
 	start := time.Now()
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
-		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation})
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation, r.cfg.retArg})
 		if err != nil {
 			return vote{}, scriptErr(err)
 		}
@@ -172,7 +187,10 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 		}
 		return fail(fmt.Errorf("%d of %d instances granted, quorum %d: %w", len(granted), len(r.bs), r.quorum, errors.Join(errs...)))
 	}
-	// Make the fence the quorum's: raise the members that counted lower.
+	// Make the fence every granting instance's: raise each that counted
+	// lower (not only until a quorum has it), so that any later quorum,
+	// which shares an instance with this one, meets it even after other
+	// instances lost their data.
 	raised := 0
 	var low []int
 	for _, i := range granted {
@@ -182,8 +200,8 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 			low = append(low, i)
 		}
 	}
-	if raised < r.quorum && len(low) > 0 {
-		arg := []string{strconv.FormatInt(fence, 10)}
+	if len(low) > 0 {
+		arg := []string{strconv.FormatInt(fence, 10), r.cfg.retArg}
 		_, rerrs := each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
 			if !slices.Contains(low, i) {
 				return struct{}{}, errSkip
@@ -226,7 +244,7 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, r.m.handArg}))
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, r.m.handArg, r.cfg.retArg}))
 	})
 }
 
@@ -234,8 +252,8 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 // every instance and remembered there, so that a late copy of an attempt
 // that did not answer in time is refused.
 func (r *redlock) giveBack(ctx context.Context, token string) error {
-	_, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (struct{}, error) {
-		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.m.channel, r.m.handArg, "", "1"})
+	_, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (struct{}, error) {
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.m.channel, r.m.handArg, "", "1", r.cfg.retArg})
 		return struct{}{}, err
 	})
 	return errors.Join(errs...)
@@ -267,16 +285,30 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 }
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+	held, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
 		return flag(b.Eval(ctx, mutexExtend, r.m.keys, extendArgs(token, ttl)))
 	})
 	return r.quorumOf(held, errs)
 }
 
 func (r *redlock) release(ctx context.Context, token string) (bool, error) {
-	held, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, r.m.handArg}))
+	args := []string{token, r.m.channel, r.m.handArg, r.cfg.retArg}
+	held, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, args))
 	})
+	// An instance that could not be reached may still hold the lock: it
+	// is released there in the background while it cannot be reached (for
+	// a while; else its key expires with the TTL), whatever the quorum
+	// says, so that it does not block the next grant.
+	for i, err := range errs {
+		if errors.Is(err, backend.ErrUnavailable) {
+			b := r.bs[i]
+			go retryGiveBack(context.WithoutCancel(ctx), token, func(ctx context.Context, _ string) error {
+				_, err := b.Eval(ctx, mutexRelease, r.m.keys, args)
+				return err
+			})
+		}
+	}
 	return r.quorumOf(held, errs)
 }
 
@@ -286,7 +318,7 @@ func (r *redlock) ttl(ctx context.Context, token string) (time.Duration, bool, e
 		d    time.Duration
 		held bool
 	}
-	ls, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (left, error) {
+	ls, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (left, error) {
 		d, held, err := remaining(b.Eval(ctx, mutexTTL, r.m.keys[:1], []string{token}))
 		return left{d, held}, err
 	})

@@ -1,4 +1,4 @@
---@uses now_ms fence_of keep
+--@uses now_ms fence_of keep raise_fence
 -- The acquire of a FairSemaphore (and FairMutex).
 -- KEYS: 1 queue (zset token -> ticket, in arrival order), 2 liveness (zset
 -- token -> expiry in server ms: a holder's lease, or a waiter's last
@@ -8,7 +8,8 @@
 -- annotations (hash token -> annotation), 8 waiters' inboxes (hash token
 -- -> the channel its process listens on for a hand-over).
 -- ARGV: 1 token, 2 ttl ms, 3 limit, 4 waiter timeout ms, 5 "1" for a Try
--- (no ticket is left behind), 6 the inbox, 7 annotation.
+-- (no ticket is left behind), 6 the inbox, 7 annotation, 8 the fence
+-- counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, hint ms, the annotation of the first
 -- holder in the queue} not (0: a token that finished, refused).
 --
@@ -60,7 +61,7 @@ if not ticket or not alive or tonumber(alive) <= now then
 end
 if redis.call('ZRANK', KEYS[1], ARGV[1]) < limit then
   redis.call('HDEL', KEYS[8], ARGV[1])
-  local f = redis.call('INCR', KEYS[4])
+  local f = raise_fence(KEYS[4], ARGV[8])
   redis.call('HSET', KEYS[5], ARGV[1], f)
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   keepall(ttl); annotate()

@@ -3,7 +3,8 @@
 -- are granted at once (fair_hand_over).
 -- KEYS as fair_acquire.
 -- ARGV: 1 token, 2 the release channel, 3 limit, 4 how long a permit
--- handed over waits for its new holder to confirm, ms.
+-- handed over waits for its new holder to confirm, ms, 5 the fence
+-- counter's retention ms.
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
 local now = now_ms()

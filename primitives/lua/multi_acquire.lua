@@ -1,4 +1,4 @@
---@uses fence_of enqueue dequeue hand_over
+--@uses fence_of enqueue dequeue hand_over raise_fence
 -- The acquire of a MultiLock whose names live on one server.
 -- KEYS: the Mutex keys of every name, in canonical order, seven per name
 -- (lock, fence counter, release marker, annotation, tokens given back,
@@ -7,7 +7,8 @@
 -- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), 4 the waiter
 -- timeout ms ("" for a TryLock: it never writes unless it is granted),
 -- 5 the queue entry ("token inbox"), 6 hand ms (see mutex_release),
--- 7.. the release channel of each name.
+-- 7.. the release channel of each name; last, the fence counter's
+-- retention ms (see raise_fence).
 -- Reply: {1, fence...} with one fence per name, granted; {0, wait hint ms,
 -- annotation of the holder} held.
 --
@@ -54,7 +55,7 @@ if not first then
       redis.call('PEXPIRE', KEYS[k], ARGV[2])
       out[#out+1] = tonumber(redis.call('GET', KEYS[k+1]) or '0') or 0
     else
-      out[#out+1] = redis.call('INCR', KEYS[k+1])
+      out[#out+1] = raise_fence(KEYS[k+1], ARGV[#ARGV])
       redis.call('SET', KEYS[k], tok, 'PX', ARGV[2])
     end
     if ARGV[3] ~= '' then redis.call('SET', KEYS[k+3], ARGV[3], 'PX', ARGV[2]) end
@@ -68,7 +69,7 @@ for i = 0, n - 1 do
   local k = i * 7 + 1
   if i < first then
     if state[i] == 'free' then
-      redis.call('INCR', KEYS[k+1])
+      raise_fence(KEYS[k+1], ARGV[#ARGV])
       redis.call('SET', KEYS[k], tok, 'PX', wait)
     else
       redis.call('PEXPIRE', KEYS[k], wait)
@@ -78,7 +79,7 @@ for i = 0, n - 1 do
     enqueue(KEYS[k+5], KEYS[k+6], ARGV[5], wait)
   else
     dequeue(KEYS[k+5], KEYS[k+6], ARGV[5])
-    if state[i] == 'mine' then hand_over(k, tok, ARGV[7+i], ARGV[6]) end
+    if state[i] == 'mine' then hand_over(k, tok, ARGV[7+i], ARGV[6], ARGV[#ARGV]) end
   end
 end
 return {0, math.min(hint, math.max(math.floor(wait / 3), 1)), who}

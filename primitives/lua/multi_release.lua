@@ -3,7 +3,8 @@
 -- its token still holds is handed over to its queue's oldest live waiter,
 -- or freed.
 -- KEYS as multi_acquire.
--- ARGV: 1 token, 2 hand ms, 3.. the release channel of each name.
+-- ARGV: 1 token, 2 hand ms, 3.. the release channel of each name; last,
+-- the fence counter's retention ms.
 -- Reply: 1 when every name was held (or released by an earlier try of
 -- this release), 0 when any had been lost.
 local n = #KEYS / 7
@@ -16,7 +17,7 @@ end
 for i = 0, n - 1 do
   if held[i] then
     local k = i * 7 + 1
-    hand_over(k, ARGV[1], ARGV[3+i], ARGV[2])
+    hand_over(k, ARGV[1], ARGV[3+i], ARGV[2], ARGV[#ARGV])
     redis.call('SET', KEYS[k+2], ARGV[1], 'PX', $MARKER_MS)
   end
 end

@@ -6,7 +6,7 @@
 -- came too late) is passed on.
 -- KEYS as multi_acquire.
 -- ARGV: 1 token, 2 hand ms, 3 the queue entry ("" for none), 4.. the
--- release channel of each name.
+-- release channel of each name; last, the fence counter's retention ms.
 -- Reply: 0.
 local n = #KEYS / 7
 local mine = {}
@@ -19,6 +19,6 @@ for i = 0, n - 1 do
   local k = i * 7 + 1
   remember(KEYS[k+4], ARGV[1], now)
   if ARGV[3] ~= '' then dequeue(KEYS[k+5], KEYS[k+6], ARGV[3]) end
-  if mine[i] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2]) end
+  if mine[i] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], ARGV[#ARGV]) end
 end
 return 0

@@ -1,4 +1,4 @@
---@uses enqueue dequeue
+--@uses enqueue dequeue raise_fence
 -- The acquire of a Mutex (and ReentrantMutex), and of each instance of a
 -- Redlock.
 -- KEYS: 1 the lock (the holder's token, PX ttl), 2 the fence counter,
@@ -7,7 +7,8 @@
 -- Lock 6 the wait queue (zset entry -> place) and 7 the waiters' liveness
 -- (zset entry -> expiry, server ms).
 -- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), and for a waiting
--- Lock 4 the waiter timeout ms and 5 its queue entry ("token inbox").
+-- Lock 4 the waiter timeout ms and 5 its queue entry ("token inbox"); last,
+-- the fence counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, wait hint ms, the holder's annotation or
 -- false} held (a hint of 0: unknown).
 --
@@ -19,12 +20,12 @@
 -- attempt got through (its reply was lost), or a release handed the lock
 -- over: granted, with the TTL refreshed.
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {0, 0, false} end
-local waiting = ARGV[5] ~= nil
+local waiting = #ARGV == 6
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local f = redis.pcall('INCR', KEYS[2])
-  if type(f) == 'table' then
+  local f, bad = raise_fence(KEYS[2], ARGV[#ARGV])
+  if not f then
     redis.call('DEL', KEYS[1])
-    return redis.error_reply('WRONGTYPE fence counter: ' .. tostring(f.err))
+    return redis.error_reply('WRONGTYPE fence counter: ' .. tostring(bad.err))
   end
   if ARGV[3] ~= '' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[2]) end
   if waiting then dequeue(KEYS[6], KEYS[7], ARGV[5]) end

@@ -9,11 +9,11 @@
 -- KEYS as mutex_acquire (a Redlock passes the first five).
 -- ARGV: 1 token, 2 the release channel, 3 hand ms (see mutex_release),
 -- 4 the queue entry ("" for none: a TryLock, a Redlock), 5 "1" at the end
--- of the acquisition.
+-- of the acquisition, 6 the fence counter's retention ms.
 -- Reply: 0.
 local mine = redis.call('GET', KEYS[1]) == ARGV[1]
 redis.call('ZCARD', KEYS[5])
 if ARGV[5] == '1' then remember(KEYS[5], ARGV[1], now_ms()) end
 if ARGV[4] ~= '' then dequeue(KEYS[6], KEYS[7], ARGV[4]) end
-if mine then hand_over(1, ARGV[1], ARGV[2], ARGV[3]) end
+if mine then hand_over(1, ARGV[1], ARGV[2], ARGV[3], ARGV[6]) end
 return 0

@@ -49,6 +49,25 @@ local function fence_ok(key)
   return f == false or tonumber(f) ~= nil
 end
 
+--@ raise_fence
+-- raise_fence raises the fence counter at key for a grant and returns the
+-- grant's fence: one more than the counter, and never below the server's
+-- clock in microseconds. The counter lives ret ms after its last grant
+-- (the retention, primitives.WithRetention), and fences keep increasing
+-- across its expiry and across a Redis that lost its data, as long as the
+-- server's clock does not step back by more than the time since the last
+-- grant. Every script that raises a fence takes the retention as its last
+-- ARGV. On a counter holding something that is not an integer it writes
+-- nothing and returns nil and the error reply.
+local function raise_fence(key, ret)
+  local f = redis.pcall('INCR', key)
+  if type(f) == 'table' then return nil, f end
+  local t = redis.call('TIME')
+  f = math.max(f, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('SET', key, string.format('%.0f', f), 'PX', ret)
+  return f
+end
+
 --@ queue_len
 -- queue_len is the length of a mutex's wait queue q (zset entry -> place)
 -- with its liveness qlive (zset entry -> expiry, server ms), or 0 when
@@ -84,7 +103,7 @@ local function dequeue(q, qlive, entry)
   if redis.pcall('ZREM', q, entry) == 1 then redis.call('ZREM', qlive, entry) end
 end
 
---@ hand_over uses now_ms digest queue_len fence_ok
+--@ hand_over uses now_ms digest queue_len fence_ok raise_fence
 -- hand_over frees the mutex lock held by tok, KEYS[k] being the lock and
 -- KEYS[k+1], KEYS[k+3], KEYS[k+5], KEYS[k+6] its fence counter,
 -- annotation, wait queue and liveness (the Mutex key layout). It gives
@@ -95,7 +114,8 @@ end
 -- it by digest. Without a queue (a Redlock's keys: KEYS[k+5] absent) or
 -- with an empty one, it deletes the lock; without a queue it also wakes a
 -- waiter per process on chan. It returns true when it handed the lock over.
-local function hand_over(k, tok, chan, hand)
+-- ret is the retention of the fence counter (see raise_fence).
+local function hand_over(k, tok, chan, hand, ret)
   local q, qlive = KEYS[k+5], KEYS[k+6]
   if q and queue_len(q, qlive) > 0 and fence_ok(KEYS[k+1]) then
     local now = now_ms()
@@ -108,7 +128,7 @@ local function hand_over(k, tok, chan, hand)
       local t, box = string.match(head, '^(%S+) (.+)$')
       t = t or head
       if t ~= tok and alive and tonumber(alive) > now then
-        redis.call('INCR', KEYS[k+1])
+        raise_fence(KEYS[k+1], ret)
         redis.call('SET', KEYS[k], t, 'PX', hand)
         redis.call('DEL', KEYS[k+3])
         redis.call('PUBLISH', box or chan, '$TARGET' .. digest(t))
@@ -136,7 +156,7 @@ local function remember(key, tok, now)
   redis.call('PEXPIRE', key, $MARKER_MS)
 end
 
---@ fair_hand_over uses digest
+--@ fair_hand_over uses digest raise_fence
 -- fair_hand_over runs once a FairSemaphore holder or queued waiter has
 -- left (KEYS as fair_acquire; ARGV[2] the release channel, ARGV[3] the
 -- limit, ARGV[4] how long a permit handed over waits for its new holder to
@@ -145,7 +165,7 @@ end
 -- liveness to confirm in) and woken alone by a message on its process's
 -- inbox (without one: on the release channel) naming it by digest; dead
 -- waiting tickets met on the way are dropped. Tickets of holders keep
--- their rank.
+-- their rank. ARGV[5] is the fence counter's retention (see raise_fence).
 local function fair_hand_over(now)
   local limit, confirm = tonumber(ARGV[3]), tonumber(ARGV[4])
   local i = 0
@@ -157,7 +177,7 @@ local function fair_hand_over(now)
     else
       local alive = redis.call('ZSCORE', KEYS[2], w)
       if alive and tonumber(alive) > now then
-        redis.call('HSET', KEYS[5], w, redis.call('INCR', KEYS[4]))
+        redis.call('HSET', KEYS[5], w, raise_fence(KEYS[4], ARGV[5]))
         redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
         local box = redis.call('HGET', KEYS[8], w)
         redis.call('HDEL', KEYS[8], w)

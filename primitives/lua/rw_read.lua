@@ -1,11 +1,12 @@
---@uses now_ms fence_of keep
+--@uses now_ms fence_of keep raise_fence
 -- The acquire of an RWLock reader.
 -- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
 -- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
 -- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
 -- that recently finished (released or given back; see remember),
 -- 7 holders' annotations (hash token -> annotation).
--- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none).
+-- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), 4 the fence
+-- counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, wait hint ms, the writer's annotation}
 -- not (0: a token that finished, refused). A waiting writer's intent keeps
 -- new readers out.
@@ -34,7 +35,7 @@ if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   for i = 1, #dead do redis.call('HDEL', KEYS[5], dead[i]); redis.call('HDEL', KEYS[7], dead[i]) end
 end
-local f = redis.call('INCR', KEYS[4])
+local f = raise_fence(KEYS[4], ARGV[4])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[5], ARGV[1], f)
 keep(KEYS[1], ttl); keep(KEYS[5], ttl); annotate()

@@ -1,4 +1,4 @@
---@uses now_ms fence_of keep
+--@uses now_ms fence_of keep raise_fence
 -- The acquire of an RWLock writer.
 -- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
 -- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
@@ -6,7 +6,8 @@
 -- that recently finished (released or given back; see remember),
 -- 7 holders' annotations (hash token -> annotation).
 -- ARGV: 1 token, 2 ttl ms, 3 intent ms (0: do not queue, a TryLock),
--- 4 annotation ("" for none).
+-- 4 annotation ("" for none), 5 the fence counter's retention ms (see
+-- raise_fence).
 -- Reply: {1, fence} granted; {0, wait hint ms, the annotation of the
 -- holder waited for} not (0: a token that finished, refused). A writer
 -- that finds readers (or another writer) leaves its intent, which keeps
@@ -43,7 +44,7 @@ if #dead > 0 then
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #first > 0 then return queue(tonumber(first[2]) - now, first[1]) end
-local f = redis.call('INCR', KEYS[4])
+local f = raise_fence(KEYS[4], ARGV[5])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[5], ARGV[1], f)

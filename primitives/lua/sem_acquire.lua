@@ -1,10 +1,11 @@
---@uses now_ms fence_of keep
+--@uses now_ms fence_of keep raise_fence
 -- The acquire of a Semaphore.
 -- KEYS: 1 holders (zset token -> expiry, server ms), 2 the fence counter,
 -- 3 holders' fences (hash token -> fence), 4 the tokens that recently
 -- finished (released or given back; see remember), 5 holders' annotations
 -- (hash token -> annotation).
--- ARGV: 1 token, 2 ttl ms, 3 limit, 4 annotation ("" for none).
+-- ARGV: 1 token, 2 ttl ms, 3 limit, 4 annotation ("" for none), 5 the
+-- fence counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, ms until the earliest holder expires,
 -- that holder's annotation} held (0: a token that finished, refused).
 --
@@ -31,7 +32,7 @@ if #dead > 0 then
   for i = 1, #dead do redis.call('HDEL', KEYS[3], dead[i]); redis.call('HDEL', KEYS[5], dead[i]) end
 end
 if redis.call('ZCARD', KEYS[1]) < limit then
-  local f = redis.call('INCR', KEYS[2])
+  local f = raise_fence(KEYS[2], ARGV[5])
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
   redis.call('HSET', KEYS[3], ARGV[1], f)
   keep(KEYS[1], ttl); keep(KEYS[3], ttl); annotate()

@@ -1,0 +1,139 @@
+package primitives
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/redistest"
+)
+
+// every primitive kind, locked once on b under prefix p with opts.
+var fenceKinds = map[string]func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error){
+	"Mutex": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := NewMutex(b, "f", opts...)
+		return tryOf(m, err)
+	},
+	"MultiLock": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := NewMultiLock(b, []string{"f", "g"}, opts...)
+		return tryOf(m, err)
+	},
+	"FairMutex": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := NewFairMutex(b, "f", opts...)
+		return tryOf(m, err)
+	},
+	"RWLock": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		rw, err := NewRWLock(b, "f", opts...)
+		if err != nil {
+			return nil, err
+		}
+		return rw.TryLock, nil
+	},
+	"Semaphore": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		s, err := NewSemaphore(b, "f", 2, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return s.TryAcquire, nil
+	},
+}
+
+func tryOf(m Mutex, err error) (func(context.Context) (latchkit.Lease, error), error) {
+	if err != nil {
+		return nil, err
+	}
+	return m.TryLock, nil
+}
+
+// fenceOnce takes and releases the primitive, returning the grant's fence.
+func fenceOnce(t *testing.T, try func(context.Context) (latchkit.Lease, error)) int64 {
+	t.Helper()
+	l, err := try(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return l.Fence()
+}
+
+// Fences keep increasing across a Redis that lost its data: FLUSHALL, and
+// a kill and restart without persistence. (Before: they restarted at 1.)
+func TestFencesSurviveDataLoss(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	b := goredis.New(c)
+	ctx := context.Background()
+	for name, open := range fenceKinds {
+		t.Run(name, func(t *testing.T) {
+			try, err := open(b, WithPrefix(name+":"), WithAutoExtend(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f1 := fenceOnce(t, try)
+			f2 := fenceOnce(t, try)
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			f3 := fenceOnce(t, try)
+			srv.Kill()
+			srv.Restart(t)
+			var f4 int64
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if l, err := try(ctx); err == nil {
+					f4 = l.Fence()
+					l.Release(ctx)
+					break
+				} else if time.Now().After(deadline) {
+					t.Fatalf("after the restart: %v", err)
+				}
+			}
+			if !(f1 < f2 && f2 < f3 && f3 < f4) {
+				t.Errorf("fences %d, %d, then after FLUSHALL %d, after a restart without persistence %d: not strictly increasing", f1, f2, f3, f4)
+			}
+		})
+	}
+}
+
+// A name nobody uses for the retention leaves no key at all, and its next
+// grant's fence is still above the last one's.
+func TestRetentionLeavesNoKey(t *testing.T) {
+	m := miniredis.RunT(t)
+	start := time.Now()
+	m.SetTime(start)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	b := goredis.New(c)
+	for name, open := range fenceKinds {
+		t.Run(name, func(t *testing.T) {
+			try, err := open(b, WithPrefix(name+":"), WithAutoExtend(false), WithRetention(time.Hour), WithTTL(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f1 := fenceOnce(t, try)
+			if len(m.Keys()) == 0 {
+				t.Fatal("no key at all after a grant: the check below would prove nothing")
+			}
+			// An hour and more without a grant, on the server's clock.
+			start = start.Add(time.Hour + 2*time.Minute)
+			m.SetTime(start)
+			m.FastForward(time.Hour + 2*time.Minute)
+			if keys := m.Keys(); len(keys) != 0 {
+				t.Fatalf("keys left after the retention: %v", keys)
+			}
+			if f2 := fenceOnce(t, try); f2 <= f1 {
+				t.Errorf("fence %d after the retention, not above %d", f2, f1)
+			}
+			m.FlushAll()
+		})
+	}
+}
