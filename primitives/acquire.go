@@ -187,8 +187,22 @@ func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure
 	if a.giveBack != nil && (unsure || (a.queues && !a.try)) {
 		giveBack(ctx, at.token, a.giveBack)
 	}
-	if cerr := ctxDone(ctx); cerr != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w: %w", cerr, err)
+	if cerr := ctxDone(ctx); cerr != nil {
+		if done := ctx.Done(); done != nil && ctx.Err() == nil {
+			// The deadline has passed and the context's own timer is due:
+			// wait for it (briefly), so that a caller that checks ctx.Err()
+			// after the call sees it done, as the error says.
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-done:
+				cerr = ctx.Err()
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 	}
 	return err
 }

@@ -264,3 +264,33 @@ func TestWaitGiveBackBounded(t *testing.T) {
 		}
 	}
 }
+
+// lateTimer is a context whose deadline has passed while its timer has
+// not fired yet: Err is nil until Done closes, a little later (a busy
+// machine runs timers late).
+type lateTimer struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// A call that gives up because its deadline passed returns once its
+// context says so too: a caller checking ctx.Err() after the call (as
+// `if err != nil && ctx.Err() == nil` does) sees it done, as the error
+// says. (The demo's traders reported their own deadline as a failure.)
+func TestWaitGivesUpWithTheContext(t *testing.T) {
+	for _, try := range []bool{false, true} {
+		base, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		ctx := lateTimer{base, time.Now().Add(-time.Millisecond)}
+		s := &script{outcomes: []error{errUnreachable}}
+		_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(try, false))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("try=%v: %v, want DeadlineExceeded", try, err)
+		}
+		if ctx.Err() == nil {
+			t.Errorf("try=%v: returned %v while the context's Err was still nil", try, err)
+		}
+		cancel()
+	}
+}
