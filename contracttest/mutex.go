@@ -234,13 +234,15 @@ func testLockDeadline(t *testing.T, h Harness) {
 	}
 }
 
-// testAutoExtend: a 300ms lease stays alive for 3s; deleting its key ends
-// its Context within TTL/3 plus a margin.
+// testAutoExtend: a 600ms lease stays alive for 3s; deleting its key ends
+// its Context within TTL/3 plus a margin. (With 300ms, renewals 100ms
+// apart fell behind now and then on a machine loaded 2.5x its cores: the
+// renewer's goroutine, or the server, was not scheduled for 200ms.)
 func testAutoExtend(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
-	const ttl = 300 * time.Millisecond
+	const ttl = 600 * time.Millisecond
 	m, err := primitives.NewMutex(b, "a", primitives.WithPrefix(p), primitives.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +254,16 @@ func testAutoExtend(t *testing.T, h Harness) {
 	defer l.Release(ctx)
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		time.Sleep(100 * time.Millisecond)
-		if _, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
-			t.Fatalf("lease lapsed: TryLock by another: %v", err)
+		if other, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
+			// Renewals can fall behind on a starved machine; the holder
+			// must have been told first, though.
+			if lerr := l.Context().Err(); err == nil && lerr == nil {
+				t.Fatalf("another client was granted the lock while the holder's Context was live: two holders")
+			}
+			if other != nil {
+				other.Release(ctx)
+			}
+			t.Fatalf("lease lapsed (renewals fell behind; the holder was told: %v): TryLock by another: %v", context.Cause(l.Context()), err)
 		}
 		select {
 		case <-l.Context().Done():
