@@ -63,6 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of S3; figures are medians over them")
 	fs.IntVar(&cfg.urounds, "urounds", 9, "interleaved rounds of S1, S2 and S4 (short runs, many rounds: drift cancels better)")
 	fs.StringVar(&cfg.only, "only", "", "run only one scenario: S1, S2, S3, S4 or allocs")
+	memNames := fs.Int("memory", 0, "measure instead the memory of this many distinct names, each locked once (M1), and again after their retention")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +79,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.rounds < 1 || cfg.urounds < 1 {
 		return fmt.Errorf("-rounds %d, -urounds %d: want at least 1", cfg.rounds, cfg.urounds)
+	}
+
+	if *memNames > 0 {
+		srv, err := startServer(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		res, err := measureMemory(ctx, srv, *memNames, cfg.goroutines, 10*time.Second, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) })
+		if err != nil {
+			return err
+		}
+		res.write(stdout)
+		return nil
 	}
 
 	servers := make([]*server, 0, 5)
