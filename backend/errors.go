@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -122,4 +123,14 @@ func SubscriptionErr(closed bool, dead error) error {
 		return dead
 	}
 	return nil
+}
+
+// MarkOnce sets *flag under mu and reports whether it was unset: what a
+// Close that may be called more than once starts with.
+func MarkOnce(mu sync.Locker, flag *bool) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	was := *flag
+	*flag = true
+	return !was
 }

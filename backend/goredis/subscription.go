@@ -142,7 +142,7 @@ func (s *subscription) forget(keys []string, waits []chan struct{}) {
 }
 
 func (s *subscription) Close() error {
-	if !s.markClosed() {
+	if !backend.MarkOnce(&s.mu, &s.closed) {
 		return nil
 	}
 	err := s.ps.Close()
@@ -216,14 +216,4 @@ func (s *subscription) drop(err error) {
 	if s.h.Dropped != nil {
 		s.h.Dropped(err)
 	}
-}
-
-// markClosed marks the subscription closed, reporting false when it was
-// already.
-func (s *subscription) markClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	was := s.closed
-	s.closed = true
-	return !was
 }

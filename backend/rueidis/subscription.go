@@ -117,21 +117,11 @@ func (s *subscription) Remove(ctx context.Context, channels ...string) error {
 
 // Close ends the subscription and its connection. It is idempotent.
 func (s *subscription) Close() error {
-	if !s.markClosed() {
+	if !backend.MarkOnce(&s.mu, &s.closed) {
 		return nil
 	}
 	s.dc.Close() // closes the connection instead of returning it to the pool
 	s.cancel()
 	<-s.done
 	return nil
-}
-
-// markClosed marks the subscription closed, reporting false when it was
-// already.
-func (s *subscription) markClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	was := s.closed
-	s.closed = true
-	return !was
 }
