@@ -67,8 +67,7 @@ func (e *Error) Unwrap() []error {
 // Wrap classifies a driver error for an adapter: as ErrClosed, a
 // *ReplyError, or ErrUnavailable. isClosed and reply let the adapter say
 // what it knows about its driver's errors; reply returns the server's
-// message and true when err is an error reply. A context error the driver
-// returned as such is returned untouched.
+// message and true when err is an error reply.
 //
 // ctx is the context of the call: when it is done, the classified error is
 // wrapped in the context's error, so that errors.Is(err,
@@ -79,6 +78,18 @@ func (e *Error) Unwrap() []error {
 // socket deadlines from the context's, and a dial or read can time out a
 // moment before the context's own timer fires; the caller gave up, Redis is
 // not known to be down.
+//
+// A context error the driver returned as such (context.DeadlineExceeded,
+// context.Canceled, or an error matching one) is returned untouched when
+// ctx is done or past its deadline: it is the caller's. While ctx is live
+// it is the driver's own deadline, not the caller's: rueidis returns
+// context.DeadlineExceeded when the handshake of a new connection times out
+// (a hung server accepts the TCP connection and never answers), and a dial
+// timeout matches context.DeadlineExceeded too. That is a server not
+// reached in time: ErrUnavailable, which no longer matches the context
+// errors (errors.As still reaches the driver's error, a net.Error say), so
+// that a waiting Lock rides it out instead of giving up with its caller's
+// context live.
 func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(error) (string, bool)) error {
 	if err == nil {
 		return nil
@@ -88,6 +99,9 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() == nil && !deadlinePassed(ctx) {
+			return &Error{Class: ErrUnavailable, Cause: ownDeadline{err}}
+		}
 		return err
 	}
 	e := &Error{Class: ErrUnavailable, Cause: err}
@@ -104,6 +118,15 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 	}
 	return e
 }
+
+// ownDeadline is a driver's error that matches a context error while the
+// call's context is live (see Wrap): it reads as the driver's error and
+// errors.As reaches into it, but it matches neither context.DeadlineExceeded
+// nor context.Canceled, which would say the caller's context ended.
+type ownDeadline struct{ err error }
+
+func (e ownDeadline) Error() string      { return e.err.Error() }
+func (e ownDeadline) As(target any) bool { return errors.As(e.err, target) }
 
 // deadlinePassed reports whether ctx has a deadline that is not in the
 // future.

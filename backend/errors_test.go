@@ -95,3 +95,59 @@ func TestWrapDoneKeepsClassification(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapDriversOwnDeadline: a driver error matching a context error
+// while the call's context is live is the driver's own deadline, not the
+// caller's: rueidis returns context.DeadlineExceeded when the handshake of
+// a new connection to a hung server times out, and a dial timeout matches
+// context.DeadlineExceeded. It is ErrUnavailable (a waiting Lock rides it
+// out) and does not match the context errors; once the call's context is
+// done or past its deadline, it is the caller's, untouched.
+func TestWrapDriversOwnDeadline(t *testing.T) {
+	expired, cancel := context.WithTimeout(context.Background(), -time.Second)
+	defer cancel()
+	_, dialErr := (&net.Dialer{}).DialContext(expired, "tcp", "127.0.0.1:1")
+	if !errors.Is(dialErr, context.DeadlineExceeded) {
+		t.Fatalf("dial with an expired context: %v, want an error matching DeadlineExceeded", dialErr)
+	}
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"context.DeadlineExceeded (rueidis: the handshake timed out)", context.DeadlineExceeded},
+		{"context.Canceled", context.Canceled},
+		{"a dial timeout", dialErr},
+	} {
+		err := backend.Wrap(context.Background(), c.err, nil, noReply)
+		if !errors.Is(err, backend.ErrUnavailable) {
+			t.Errorf("%s with the call's context live: %v, want ErrUnavailable", c.what, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			t.Errorf("%s with the call's context live: %v matches a context error", c.what, err)
+		}
+		if err.Error() != backend.ErrUnavailable.Error()+": "+c.err.Error() {
+			t.Errorf("%s: %q does not say what the driver said", c.what, err)
+		}
+	}
+	var ne net.Error
+	if err := backend.Wrap(context.Background(), dialErr, nil, noReply); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("dial timeout: %v, want the net.Error reachable", err)
+	}
+
+	canceled, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	late := lateCtx{Context: context.Background(), deadline: time.Now().Add(-time.Millisecond)}
+	for _, c := range []struct {
+		what string
+		ctx  context.Context
+		err  error
+	}{
+		{"canceled", canceled, context.Canceled},
+		{"expired", expired, context.DeadlineExceeded},
+		{"past its deadline, its timer not fired", late, context.DeadlineExceeded},
+	} {
+		if err := backend.Wrap(c.ctx, c.err, nil, noReply); err != c.err {
+			t.Errorf("%s context, the driver says %v: %v, want the context's error untouched", c.what, c.err, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package contracttest
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func RunGiveUp(t *testing.T, h Harness) {
 		{"ResentFirstAttempt", testResentFirstAttempt},
 		{"HandOverSkipsReleaser", testHandOverSkipsReleaser},
 		{"ForeignQueueKey", testForeignQueueKey},
+		{"WaiterAcrossHang", testWaiterAcrossHang},
 		{"MultiLockWokenByMutexRelease", testMultiLockWoken},
 		{"MultiLockNotStarvedByMutexes", testMultiLockNotStarved},
 	})
@@ -244,6 +246,180 @@ func testLateAttemptRefused(t *testing.T, h Harness) {
 				}
 				l.Release(ctx)
 			})
+		}
+	}
+}
+
+// hung is a backend whose server hangs (SIGSTOP) as rueidis sees it: once
+// hang is called, the next script has already reached the server's socket
+// and runs only when resume is called (before anything sent after it),
+// and every call made meanwhile fails a moment later with what the driver
+// reports when the handshake of its new connection times out: its own
+// context.DeadlineExceeded, classified by backend.Wrap while the caller's
+// context is live.
+type hung struct {
+	backend.Backend
+	mu   sync.Mutex
+	on   bool
+	late func() // the script in the socket
+}
+
+// Cluster passes on what the wrapped backend says.
+func (h *hung) Cluster() bool { return backend.IsCluster(h.Backend) }
+
+func (h *hung) hang() {
+	h.mu.Lock()
+	h.on = true
+	h.mu.Unlock()
+}
+
+// resume runs the script that was in the socket, then lets calls through.
+func (h *hung) resume() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.late != nil {
+		h.late()
+	}
+	h.on, h.late = false, nil
+}
+
+func (h *hung) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	h.mu.Lock()
+	if !h.on {
+		h.mu.Unlock()
+		return h.Backend.Eval(ctx, s, keys, args)
+	}
+	if h.late == nil {
+		h.late = func() { _, _ = h.Backend.Eval(context.Background(), s, keys, args) }
+	}
+	h.mu.Unlock()
+	select {
+	case <-time.After(10 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	return nil, backend.Wrap(ctx, context.DeadlineExceeded, nil, func(error) (string, bool) { return "", false })
+}
+
+// hangKinds are the primitives of testWaiterAcrossHang, opened with opts.
+var hangKinds = []struct {
+	name string
+	open func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error)
+}{
+	{"Mutex", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		m, _ := primitives.NewMutex(b, "g", append(opts, primitives.WithPrefix(p))...)
+		return m.Lock
+	}},
+	{"FairMutex", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		m, _ := primitives.NewFairMutex(b, "g", append(opts, primitives.WithPrefix(p))...)
+		return m.Lock
+	}},
+	{"FairSemaphore(1)", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		s, _ := primitives.NewFairSemaphore(b, "g", 1, append(opts, primitives.WithPrefix(p))...)
+		return s.Acquire
+	}},
+	{"Semaphore(1)", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		s, _ := primitives.NewSemaphore(b, "g", 1, append(opts, primitives.WithPrefix(p))...)
+		return s.Acquire
+	}},
+	{"RWLock/write", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		rw, _ := primitives.NewRWLock(b, "g", append(opts, primitives.WithPrefix(p))...)
+		return rw.Lock
+	}},
+	{"MultiLock", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		m, _ := primitives.NewMultiLock(b, []string{"g", "g2"}, append(opts, primitives.WithPrefix(p))...)
+		return m.Lock
+	}},
+}
+
+// testWaiterAcrossHang: a client waits (Lock) for a primitive another
+// holds; the server hangs with the waiter's next attempt in its socket,
+// past the holder's TTL and past the give-back window, and resumes. The
+// waiting Lock rides the hang out (its driver's own timeouts are not its
+// caller's deadline: it never returns while its context is live) and is
+// granted at once after the resume, by the attempt that sat in the socket.
+// A Lock that took its driver's timeout for its deadline gave up, and so
+// did the next ones; the give-back of the first never reached the hung
+// server, and its attempt, run at the resume, was granted to nobody for
+// the whole TTL: every later Lock waited behind it. Every primitive at
+// once, each on its own hung client.
+func testWaiterAcrossHang(t *testing.T, h Harness) {
+	const (
+		holderTTL = 300 * time.Millisecond
+		waiterTTL = 10 * time.Second // how long a grant nobody holds blocks
+		// The hang outlasts the holder's TTL, and the give-back window
+		// (1 s) of an acquisition that gave up at the first call it made
+		// in the hang (at most a waiter's wait hint, 1 s, after it began).
+		hangFor = 2500 * time.Millisecond
+		bound   = 2 * time.Second
+	)
+	p := prefix(t)
+	ctx := ctxT(t, 30*time.Second)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type waiter struct {
+		name    string
+		hb      *hung
+		done    chan struct{}
+		early   []string // errors of Locks that returned with wctx live
+		granted time.Time
+	}
+	var ws []*waiter
+	for _, k := range hangKinds {
+		kp := p + k.name + ":"
+		hl, err := k.open(h.NewClient(t).Backend, kp, primitives.WithTTL(holderTTL), primitives.WithAutoExtend(false))(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hl.Release(ctx)
+		w := &waiter{name: k.name, hb: &hung{Backend: h.NewClient(t).Backend}, done: make(chan struct{})}
+		lock := k.open(w.hb, kp, primitives.WithTTL(waiterTTL))
+		ws = append(ws, w)
+		go func() {
+			defer close(w.done)
+			for wctx.Err() == nil {
+				l, err := lock(wctx)
+				if err == nil {
+					w.granted = time.Now()
+					l.Release(ctx)
+					return
+				}
+				if wctx.Err() == nil {
+					w.early = append(w.early, err.Error())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the waiters wait
+	for _, w := range ws {
+		w.hb.hang()
+	}
+	time.Sleep(hangFor)
+	resumed := time.Now()
+	for _, w := range ws {
+		w.hb.resume()
+	}
+	bctx, bcancel := context.WithTimeout(ctx, bound)
+	defer bcancel()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-bctx.Done():
+		}
+	}
+	cancel()
+	for _, w := range ws {
+		<-w.done
+		switch {
+		case len(w.early) > 0:
+			t.Errorf("%s: %d waiting Locks returned while their context was live, the first: %s", w.name, len(w.early), w.early[0])
+		case w.granted.IsZero():
+			t.Errorf("%s: the waiter was not granted within %v of the resume", w.name, bound)
+		default:
+			t.Logf("%s: granted %v after the resume", w.name, w.granted.Sub(resumed).Round(time.Millisecond))
+		}
+		if len(w.early) > 0 && w.granted.IsZero() {
+			t.Errorf("%s: ... and no later Lock was granted within %v of the resume", w.name, bound)
 		}
 	}
 }
