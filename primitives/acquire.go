@@ -52,13 +52,25 @@ type attempt struct {
 }
 
 // giveBackTimeout bounds the give-back a caller waits for when its
-// acquisition ends without a grant; giveBackWindow is how long it is then
-// retried in the background while Redis cannot be reached. A call that gives
-// up therefore returns at most giveBackTimeout after its context ended.
+// acquisition ends without a grant: a call that gives up returns at most
+// giveBackTimeout after its context ended. The give-back then goes on in the
+// background for as long as what it gives back could last (see window), at
+// most maxGiveBackWindow.
 const (
-	giveBackTimeout = 100 * time.Millisecond
-	giveBackWindow  = time.Second
+	giveBackTimeout   = 100 * time.Millisecond
+	maxGiveBackWindow = time.Minute
 )
+
+// window is how long a give-back of the primitive is pursued in the
+// background: as long as a grant or a queued place it gives back could
+// block others (the TTL, the waiter timeout), and a second more, at most
+// maxGiveBackWindow. Its one call waits that long too: against a hung
+// server it stays queued behind the stuck attempt it gives back, and runs
+// right after it when the server resumes (or, run first, makes the server
+// refuse it: the token is remembered as given back).
+func (c *config) window() time.Duration {
+	return min(max(c.ttl, c.waiterTimeout)+time.Second, maxGiveBackWindow)
+}
 
 // acquire runs one logical acquisition: the user's middleware around the
 // wait loop.
@@ -179,13 +191,13 @@ func ctxDone(ctx context.Context) error {
 // whole TTL (nothing renews it), and a queued place would be handed the
 // primitive and hold everyone up until it timed out. The give-back is tried
 // once, for at most giveBackTimeout; while Redis cannot be reached it is
-// retried in the background for giveBackWindow, so that the caller is not
-// held past its deadline by more than giveBackTimeout. When the caller's
+// retried in the background for the window, so that the caller is not held
+// past its deadline by more than giveBackTimeout. When the caller's
 // context has ended, the error matches its error too, so that "I gave up"
 // can be told from "Redis is down".
 func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure bool, err error) error {
 	if a.giveBack != nil && (unsure || (a.queues && !a.try)) {
-		giveBack(ctx, at.token, a.giveBack)
+		giveBack(ctx, at.token, a.giveBack, c.window())
 	}
 	if cerr := ctxDone(ctx); cerr != nil {
 		if done := ctx.Done(); done != nil && ctx.Err() == nil {
@@ -208,28 +220,37 @@ func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure
 }
 
 // giveBack runs f for token once, bounded by giveBackTimeout, and, when
-// Redis could not be reached, again in the background (see retryGiveBack).
-func giveBack(ctx context.Context, token string, f func(context.Context, string) error) {
+// Redis could not be reached, again in the background for window (see
+// retryGiveBack).
+func giveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	err := f(gctx, token)
 	cancel()
 	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-		go retryGiveBack(context.WithoutCancel(ctx), token, f)
+		go retryGiveBack(context.WithoutCancel(ctx), token, f, window)
 	}
 }
 
 // retryGiveBack retries f until it succeeds, fails for good (anything but
-// an unreachable Redis) or giveBackWindow has passed, pausing a little more
-// each time.
-func retryGiveBack(ctx context.Context, token string, f func(context.Context, string) error) {
-	ctx, cancel := context.WithTimeout(ctx, giveBackWindow)
+// an unreachable Redis) or the window has passed, pausing a little more
+// each time. Each try may take the rest of the window: against a hung
+// server the give-back waits in its socket, behind the attempt it gives
+// back. A server that refuses or resets at once (gone, restarting) is
+// tried for a second only: what was stuck in it went with it.
+func retryGiveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
+	quick := time.Now().Add(time.Second)
 	pause := 5 * time.Millisecond
 	for {
 		if retry.Sleep(ctx, pause) != nil {
 			return
 		}
+		start := time.Now()
 		if err := f(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
+			return
+		}
+		if time.Since(start) < giveBackTimeout && time.Now().After(quick) {
 			return
 		}
 		pause = min(2*pause, 100*time.Millisecond)

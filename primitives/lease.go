@@ -290,11 +290,14 @@ func (l *lease) expire() {
 }
 
 // giveBack releases, best effort, a lease lost at its deadline: tried at
-// once and, while Redis cannot be reached, for a little longer (see
-// giveBack in acquire.go).
+// once and, while Redis cannot be reached, for as long as the lease could
+// still be held on the server (see giveBack in acquire.go).
 func (l *lease) giveBack() {
+	l.mu.Lock()
+	window := min(l.ttl+time.Second, maxGiveBackWindow)
+	l.mu.Unlock()
 	giveBack(context.Background(), l.token, func(ctx context.Context, token string) error {
 		_, err := l.h.release(ctx, token)
 		return err
-	})
+	}, window)
 }

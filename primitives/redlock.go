@@ -135,6 +135,64 @@ func eachWithin[T any](ctx context.Context, r *redlock, timeout time.Duration, f
 	return vals, errs
 }
 
+// errUndecided is the error of an instance that had not answered when the
+// quorum was decided: as an instance that did not answer, it leaves its
+// own outcome unknown.
+var errUndecided = &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("redlock: no answer before the quorum was decided")}
+
+// decide runs f, which reports whether an instance holds the token, on
+// every instance in parallel, each call bounded by timeout and by calls,
+// and returns as soon as the quorum is decided (a quorum holds it, or so
+// many do not that none can), every instance answered, or stop is done. A
+// slow or hung instance then holds up nobody: its call goes on, its answer
+// unused.
+func (r *redlock) decide(stop, calls context.Context, timeout time.Duration, f func(ctx context.Context, b backend.Backend) (bool, error)) ([]bool, []error) {
+	ctx := calls
+	type answer struct {
+		i    int
+		held bool
+		err  error
+	}
+	answers := make(chan answer, len(r.bs))
+	for i, b := range r.bs {
+		go func() {
+			ictx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			held, err := f(ictx, b)
+			if err != nil && ctx.Err() == nil && ictx.Err() != nil {
+				err = &backend.Error{Class: backend.ErrUnavailable, Cause: err} // the instance's timeout, not the caller's
+			}
+			answers <- answer{i, held, err}
+		}()
+	}
+	held := make([]bool, len(r.bs))
+	errs := make([]error, len(r.bs))
+	for i := range errs {
+		errs[i] = errUndecided
+	}
+	yes, no := 0, 0
+	for range r.bs {
+		var a answer
+		select {
+		case a = <-answers:
+		case <-stop.Done():
+			return held, errs
+		}
+		held[a.i], errs[a.i] = a.held, a.err
+		switch {
+		case a.err != nil:
+		case a.held:
+			yes++
+		default:
+			no++
+		}
+		if yes >= r.quorum || no > len(r.bs)-r.quorum {
+			break
+		}
+	}
+	return held, errs
+}
+
 type vote struct {
 	granted bool
 	n       int64  // fence when granted, the holder's pttl when not
@@ -285,7 +343,7 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 }
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	held, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+	held, errs := r.decide(ctx, ctx, r.opTimeout(), func(ctx context.Context, b backend.Backend) (bool, error) {
 		return flag(b.Eval(ctx, mutexExtend, r.m.keys, extendArgs(token, ttl)))
 	})
 	return r.quorumOf(held, errs)
@@ -293,7 +351,9 @@ func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (
 
 func (r *redlock) release(ctx context.Context, token string) (bool, error) {
 	args := []string{token, r.m.channel, r.m.handArg, r.cfg.retArg}
-	held, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+	// The instances not yet heard from when the quorum is decided still get
+	// the release, past the caller's context (see decide).
+	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, b backend.Backend) (bool, error) {
 		return flag(b.Eval(ctx, mutexRelease, r.m.keys, args))
 	})
 	// An instance that could not be reached may still hold the lock: it
@@ -301,12 +361,12 @@ func (r *redlock) release(ctx context.Context, token string) (bool, error) {
 	// a while; else its key expires with the TTL), whatever the quorum
 	// says, so that it does not block the next grant.
 	for i, err := range errs {
-		if errors.Is(err, backend.ErrUnavailable) {
+		if errors.Is(err, backend.ErrUnavailable) && err != errUndecided {
 			b := r.bs[i]
 			go retryGiveBack(context.WithoutCancel(ctx), token, func(ctx context.Context, _ string) error {
 				_, err := b.Eval(ctx, mutexRelease, r.m.keys, args)
 				return err
-			})
+			}, r.cfg.window())
 		}
 	}
 	return r.quorumOf(held, errs)
