@@ -5,7 +5,11 @@
 // sharing one subscription between waiters) is done above it.
 //
 // Adapters live in the sub-packages goredis and rueidis. A third driver is
-// added by implementing Backend and running contracttest.Run against it (see its conformance test in each adapter package).
+// added by implementing Backend and running the conformance suite against
+// it (package contracttest; each adapter has its conformance_test.go).
+// What adapters share lives here: Wrap classifies driver errors, Await
+// bounds a call by its context whatever the driver does, RunBatch and
+// RunAck build Batcher and ReplicaAcker on a driver's pipeline.
 package backend
 
 import (
