@@ -267,11 +267,14 @@ func (h *Hub) settleLocked(gone []string) {
 	}
 	idle := len(h.channels) == 0 && !h.dialing && !h.working
 	h.mu.Unlock()
-	if sub != nil {
-		_ = sub.Close() // after mu: closing waits for the receive loop, which may wait for mu
-	}
+	// Out of the registry before the connection closes, so that whoever
+	// sees the connection gone also finds the Hub gone (a waiter arriving
+	// in between makes a fresh Hub rather than join one being closed).
 	if idle && h.onIdle != nil {
 		h.onIdle(h)
+	}
+	if sub != nil {
+		_ = sub.Close() // after mu: closing waits for the receive loop, which may wait for mu
 	}
 }
 

@@ -342,6 +342,9 @@ func leastAllocs(f func()) float64 {
 // goroutine, no channel): the count equals that of the same call made on
 // the driver directly.
 func TestEvalFastPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector")
+	}
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
