@@ -71,7 +71,22 @@ func TestNemesisChecker(t *testing.T) {
 			hist  *nemHistory
 			steps []executedStep
 			want  []want
-		}{"redlock within the budget", rl(), overlap, []executedStep{exec(nemFlush, 2, 20*ms)}, []want{{"exclusion", ""}}},
+		}{"redlock within the budget", rl(), overlap, []executedStep{exec(nemPause, 2, 20*ms)}, []want{{"exclusion", ""}}},
+		struct {
+			name  string
+			rules nemRules
+			hist  *nemHistory
+			steps []executedStep
+			want  []want
+		}{"redlock across a data loss", rl(), overlap, []executedStep{exec(nemFlush, 2, 20*ms)}, []want{{"exclusion", "across"}}},
+		struct {
+			name  string
+			rules nemRules
+			hist  *nemHistory
+			steps []executedStep
+			want  []want
+		}{"redlock within the budget, strict", func() nemRules { r := rl(); r.strict = true; return r }(), overlap,
+			[]executedStep{exec(nemFlush, 2, 20*ms)}, []want{{"exclusion", ""}}},
 		struct {
 			name  string
 			rules nemRules
@@ -91,7 +106,18 @@ func TestNemesisChecker(t *testing.T) {
 	slow := hist()
 	slow.call("lock", 0, 0, nemCallDeadline+nemMargin+ms, nemCallDeadline, nil)
 	slow.call("lock", 0, 0, nemCallDeadline+nemMargin, nemCallDeadline, nil)
-	if got := summarize(checkNemesis(single, slow, nil, time.Second)); !reflect.DeepEqual(got, []want{{"deadline", ""}}) {
+	slow.call("release", 0, 2*time.Second, nemCallDeadline+nemMargin+100*ms, nemCallDeadline, nil)
+	slow.stalls = []stall{{at: 2*time.Second + 300*ms, late: 120 * ms}}
+	if got := summarize(checkNemesis(single, slow, nil, 3*time.Second)); !reflect.DeepEqual(got, []want{{"deadline", ""}, {"deadline", "starved:"}}) {
 		t.Errorf("slow calls: %v", got)
+	}
+	// A lease told lost late while the process was starved.
+	starved := hist(h(0, 1, 0, 5*ms, 200*ms, true), h(1, 2, 10*ms, 110*ms, 190*ms, false))
+	if got := summarize(checkNemesis(single, starved, nil, time.Second)); len(got) != 1 {
+		t.Errorf("lost lease told 90ms late: %v", got)
+	}
+	starved.stalls = []stall{{at: 190 * ms, late: 60 * ms}}
+	if got := summarize(checkNemesis(single, starved, nil, time.Second)); len(got) != 0 {
+		t.Errorf("lost lease told 90ms late, after a 60ms stall: %v", got)
 	}
 }

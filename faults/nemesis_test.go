@@ -11,13 +11,15 @@ package faults_test
 //
 //	go test ./faults/ -run TestNemesis                             # the default seeds
 //	go test ./faults/ -run TestNemesis -args -nemesis.seed=N       # replay seed N
-//	go test ./faults/ -run TestNemesis -timeout 2h -args -nemesis.seeds=2000 -nemesis.parallel=3
+//	go test ./faults/ -run TestNemesis -timeout 1h -args -nemesis.seeds=2000 -nemesis.parallel=3
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -34,8 +36,9 @@ var (
 	nemSeed     = flag.Uint64("nemesis.seed", 0, "replay this one seed of TestNemesis (its topology, driver and primitive follow from it)")
 	nemSeeds    = flag.Int("nemesis.seeds", 16, "how many seeds TestNemesis runs, from -nemesis.first")
 	nemFirst    = flag.Uint64("nemesis.first", 1, "the first seed TestNemesis runs")
-	nemParallel = flag.Int("nemesis.parallel", 1, "how many seeds run at once (go test's -parallel, GOMAXPROCS by default, must be as high)")
+	nemParallel = flag.Int("nemesis.parallel", 1, "how many seeds of a configuration run at once")
 	nemLimit    = flag.Int("nemesis.budget", -1, "let the generator impair this many Redlock instances at once (default N - quorum); the checker still judges by N - quorum")
+	nemStrict   = flag.Bool("nemesis.strict", false, "count a Redlock's overlaps across an instance's data loss as violations (see nemRules.strict)")
 	nemGrace    = flag.Duration("nemesis.grace", -1, "how long a pause or partition impairs a Redlock instance after it ends, for the generator and the checker (default: see nemGraceDefault)")
 )
 
@@ -323,6 +326,10 @@ func runNemesis(t *testing.T, cfg nemConfig, seed uint64, verbose bool) nemResul
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	r.base = time.Now()
+	watchDone := make(chan struct{})
+	stopWatch := make(chan struct{})
+	go func() { defer close(watchDone); r.hist.watchScheduler(r.now, stopWatch) }()
+	defer func() { close(stopWatch); <-watchDone }()
 	for c := 0; c < nemClients; c++ {
 		wg.Add(1)
 		rng := rand.New(rand.NewPCG(seed, uint64(1000+c)))
@@ -353,7 +360,7 @@ func runNemesis(t *testing.T, cfg nemConfig, seed uint64, verbose bool) nemResul
 	wg.Wait()
 	end := r.now()
 
-	rules := nemRules{limit: r.limit, redlock: cfg.redlock, attempt: nemAttempt}
+	rules := nemRules{limit: r.limit, redlock: cfg.redlock, attempt: nemAttempt, strict: *nemStrict}
 	if cfg.redlock {
 		rules.budget = newBudget(nemRedlockN, nemRedlockN-(nemRedlockN/2+1), nemesisGrace(), 0)
 	}
@@ -403,6 +410,9 @@ func nemFlagsNote() string {
 	if *nemGrace >= 0 {
 		s += fmt.Sprintf(" -nemesis.grace=%v", *nemGrace)
 	}
+	if *nemStrict {
+		s += " -nemesis.strict"
+	}
 	return s
 }
 
@@ -422,25 +432,34 @@ func TestNemesis(t *testing.T) {
 	start := time.Now()
 	var mu sync.Mutex
 	results := map[string][]nemResult{}
-	sem := make(chan struct{}, max(*nemParallel, 1))
 	for _, cfg := range cfgs {
 		if len(seeds[cfg.name]) == 0 {
 			continue
 		}
 		t.Run(cfg.name, func(t *testing.T) {
+			// -nemesis.parallel runners take the seeds in turn (t.Run may
+			// be called from several goroutines at once).
+			queue := make(chan uint64, len(seeds[cfg.name]))
 			for _, seed := range seeds[cfg.name] {
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					if *nemParallel > 1 {
-						t.Parallel()
-					}
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					res := runNemesis(t, cfg, seed, *nemSeed != 0)
-					mu.Lock()
-					results[cfg.name] = append(results[cfg.name], res)
-					mu.Unlock()
-				})
+				queue <- seed
 			}
+			close(queue)
+			var wg sync.WaitGroup
+			for range max(*nemParallel, 1) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for seed := range queue {
+						t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+							res := runNemesis(t, cfg, seed, *nemSeed != 0)
+							mu.Lock()
+							results[cfg.name] = append(results[cfg.name], res)
+							mu.Unlock()
+						})
+					}
+				}()
+			}
+			wg.Wait()
 		})
 	}
 	took := time.Since(start)
@@ -449,6 +468,7 @@ func TestNemesis(t *testing.T) {
 	type agg struct {
 		seeds, steps, ops, grants, v, excused int
 		failed                                []string
+		excusedBy                             map[string][]string // reason -> "seed (kind)"
 	}
 	rows := map[string]*agg{}
 	var order []string
@@ -457,7 +477,7 @@ func TestNemesis(t *testing.T) {
 		key := topoOf(cfg) + "|" + cfg.driver.name
 		a := rows[key]
 		if a == nil {
-			a = &agg{}
+			a = &agg{excusedBy: map[string][]string{}}
 			rows[key] = a
 			order = append(order, key)
 		}
@@ -470,6 +490,24 @@ func TestNemesis(t *testing.T) {
 			a.v += v
 			a.excused += ex
 			total++
+			byReason := map[string]map[string]int{}
+			for _, x := range res.violations {
+				if x.excused != "" {
+					reason := x.excused
+					for _, r := range []string{"outside the fault budget", "across a data loss", "starved"} {
+						if strings.HasPrefix(reason, r) {
+							reason = r
+						}
+					}
+					if byReason[reason] == nil {
+						byReason[reason] = map[string]int{}
+					}
+					byReason[reason][x.kind]++
+				}
+			}
+			for reason, kinds := range byReason {
+				a.excusedBy[reason] = append(a.excusedBy[reason], fmt.Sprintf("%d (%s)", res.seed, kindList(kinds)))
+			}
 			if v > 0 {
 				failed++
 				kinds := map[string]int{}
@@ -495,6 +533,13 @@ func TestNemesis(t *testing.T) {
 		topo, drv, _ := strings.Cut(key, "|")
 		t.Logf("  %s, %s: %d seeds, %d steps, %d grants, %d ops, %d violations (%d excused); failing seeds: %s",
 			topo, drv, a.seeds, a.steps, a.grants, a.ops, a.v, a.excused, orNone(a.failed))
+		for _, reason := range slices.Sorted(maps.Keys(a.excusedBy)) {
+			seeds := a.excusedBy[reason]
+			if len(seeds) > 20 {
+				seeds = append(seeds[:20:20], fmt.Sprintf("and %d more", len(seeds)-20))
+			}
+			t.Logf("    excused, %s: seeds %s", reason, strings.Join(seeds, ", "))
+		}
 		prim, faults := "Mutex, Semaphore(2), FairMutex", fmt.Sprintf(
 			"%d seeds, %d steps: random SIGSTOPs, SIGKILLs with empty restarts, FLUSHALLs, one client partitioned, and their ends, 20-300ms apart", a.seeds, a.steps)
 		if strings.HasPrefix(topo, "Redlock") {
