@@ -261,7 +261,9 @@ func checkNemesis(rules nemRules, h *nemHistory, steps []executedStep, end time.
 		}
 		var evs []ev
 		for i, x := range holds {
-			evs = append(evs, ev{x.start, +1, i}, ev{validUntil(x), -1, i})
+			if until := validUntil(x); until > x.start { // else never valid
+				evs = append(evs, ev{x.start, +1, i}, ev{until, -1, i})
+			}
 		}
 		sort.SliceStable(evs, func(i, j int) bool {
 			if evs[i].at != evs[j].at {

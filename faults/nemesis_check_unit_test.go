@@ -55,6 +55,8 @@ func TestNemesisChecker(t *testing.T) {
 			hist(h(0, 5, 0, 5*ms, 50*ms, false), h(1, 4, 40*ms, 70*ms, 90*ms, false)), nil, nil},
 		{"one fence violation per grant", single, hist(h(0, 5, 0, 5*ms, 50*ms, false), h(1, 6, 55*ms, 60*ms, 70*ms, false),
 			h(2, 3, 80*ms, 85*ms, 90*ms, false)), nil, []want{{"fence", ""}}},
+		{"semaphore, a lease lost as it was granted", nemRules{limit: 2}, hist(h(0, 1, 0, 30*ms, 60*ms, true),
+			h(1, 2, 0, 31*ms, 50*ms, false), h(2, 3, 0, 32*ms, 50*ms, false)), nil, nil},
 		{"semaphore", nemRules{limit: 2}, hist(h(0, 1, 0, 5*ms, 50*ms, false), h(1, 2, 0, 6*ms, 50*ms, false),
 			h(2, 3, 0, 7*ms, 50*ms, false), h(3, 4, 0, 51*ms, 60*ms, false)), nil, []want{{"exclusion", ""}}},
 	}

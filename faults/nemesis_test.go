@@ -282,8 +282,7 @@ func (r *nemRig) do(t *testing.T, s nemStep) {
 // after the one before: a step that runs late (a restart takes a while)
 // delays those after it as much, so that steps never come closer together
 // than planned.
-func (r *nemRig) execute(t *testing.T, s nemSchedule) []executedStep {
-	var out []executedStep
+func (r *nemRig) execute(t *testing.T, s nemSchedule, out *[]executedStep) {
 	var lag time.Duration
 	for _, st := range s.Steps {
 		if d := time.Until(r.base.Add(st.At + lag)); d > 0 {
@@ -293,9 +292,8 @@ func (r *nemRig) execute(t *testing.T, s nemSchedule) []executedStep {
 		r.do(t, st)
 		ended := r.now()
 		lag = max(lag, ended-st.At)
-		out = append(out, executedStep{nemStep: st, began: began, ended: ended})
+		*out = append(*out, executedStep{nemStep: st, began: began, ended: ended})
 	}
-	return out
 }
 
 // nemResult is one seed's outcome.
@@ -343,7 +341,7 @@ func runNemesis(t *testing.T, cfg nemConfig, seed uint64, verbose bool) nemResul
 		done := make(chan struct{})
 		go func() { // Restart may t.Fatal: not on the test's goroutine
 			defer close(done)
-			steps = r.execute(t, s)
+			r.execute(t, s, &steps) // the steps that ran, whatever happens
 		}()
 		<-done
 	}()
