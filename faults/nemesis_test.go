@@ -539,10 +539,13 @@ func TestNemesis(t *testing.T) {
 			t.Logf("    excused, %s: seeds %s", reason, strings.Join(seeds, ", "))
 		}
 		prim, faults := "Mutex, Semaphore(2), FairMutex", fmt.Sprintf(
-			"%d seeds, %d steps: random SIGSTOPs, SIGKILLs with empty restarts, FLUSHALLs, one client partitioned, and their ends, 20-300ms apart", a.seeds, a.steps)
+			"%d seeds of random steps 20-300ms apart (%d in all): SIGSTOP, SIGCONT, SIGKILL, restart empty, FLUSHALL, one client's connections black-holed, healed", a.seeds, a.steps)
 		if strings.HasPrefix(topo, "Redlock") {
 			prim = "Redlock(5)"
-			faults += fmt.Sprintf("; at most 2 of 5 instances impaired at once (budget, grace %v)", nemesisGrace())
+			faults = fmt.Sprintf("%d seeds of random steps 20-300ms apart (%d in all): SIGSTOP, SIGCONT, SIGKILL, restart empty, FLUSHALL, one client's connections to one instance black-holed, healed; at most 2 of 5 instances impaired at once (grace %v)", a.seeds, a.steps, nemesisGrace())
+		}
+		if a.excused > 0 {
+			faults += fmt.Sprintf("; %d more not counted (%s)", a.excused, strings.Join(slices.Sorted(maps.Keys(a.excusedBy)), ", "))
 		}
 		table.mu.Lock()
 		table.rows = append(table.rows, row{"nemesis: " + topo, drv, prim, a.ops, faults, a.v})
