@@ -69,7 +69,11 @@ func TestRedlockFenceSequence(t *testing.T) {
 					t.Fatalf("%s: %v", when, err)
 				}
 				f := l.Fence()
-				if err := l.Release(lctx); err != nil {
+				// A release waits for a stopped instance up to its
+				// context: the quorum's answers are in long before 300ms.
+				rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				defer rcancel()
+				if err := l.Release(rctx); err != nil {
 					t.Fatalf("%s: release: %v", when, err)
 				}
 				return f
