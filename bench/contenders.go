@@ -20,6 +20,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/floor"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -105,10 +106,8 @@ func redlockContenders() []contender {
 	}
 }
 
-// casDel is the floor's release: compare-and-delete, run by EVALSHA.
-const casDelSrc = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
-
-var casDelGoRedis = redis.NewScript(casDelSrc)
+// casDelGoRedis is the floor's release, run by EVALSHA.
+var casDelGoRedis = redis.NewScript(floor.CasDelSource)
 
 func openFloorGoRedis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 	c := newGoRedis(addrs[0], sent)
@@ -138,7 +137,7 @@ func floorTryGoRedis(ctx context.Context, c *redis.Client, key string) (unlockFu
 	}, nil
 }
 
-var casDelRueidis = rd.NewLuaScript(casDelSrc)
+var casDelRueidis = rd.NewLuaScript(floor.CasDelSource)
 
 func openFloorRueidis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 	c, err := newRueidis(rueidisOption(addrs[0]), sent)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/floor"
 	"github.com/latchkit/latchkit/internal/handoff"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -162,7 +163,7 @@ func perOp(count *atomic.Int64, before int64, ops int64) string {
 }
 
 // benchCasDel is the floor's release: compare-and-delete.
-var benchCasDel = backend.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+var benchCasDel = backend.NewScript(floor.CasDelSource)
 
 // floorOp is the floor: SET NX PX, then compare-and-delete by EVALSHA.
 func floorOp(b backend.Backend, do func(context.Context, ...string) (any, error), prefix string) func(context.Context, int64) error {

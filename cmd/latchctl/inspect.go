@@ -23,6 +23,7 @@ package main
 import (
 	"cmp"
 	"context"
+	_ "embed" // the scripts in lua/
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -113,35 +114,16 @@ func (k *kind) allKeys(base string) []string {
 	return keys
 }
 
+// The scripts inspect and release -force run; each file's header gives its
+// KEYS, ARGV and reply.
 var (
-	// snapshotScript reads every key in KEYS at one instant. Reply {now in
-	// server ms, then per key {TYPE, PTTL, contents}}: a string's value, a
-	// sorted set's members and scores, a hash's fields and values, or
-	// nothing for other types.
-	snapshotScript = backend.NewScript(`
-local t = redis.call('TIME')
-local out = {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  local typ = redis.call('TYPE', k).ok
-  local v = {}
-  if typ == 'string' then v = {redis.call('GET', k)}
-  elseif typ == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
-  elseif typ == 'hash' then v = redis.call('HGETALL', k) end
-  out[i + 1] = {typ, redis.call('PTTL', k), v}
-end
-return out`)
+	//go:embed lua/snapshot.lua
+	snapshotSource string
+	//go:embed lua/forcerelease.lua
+	forceReleaseSource string
 
-	// releaseScript is a forced release. KEYS: 1 the fence counter (read,
-	// never deleted), 2... the keys to delete. ARGV: 1 the release
-	// channel, 2 the message (pubsub.WakeAll). Reply {keys deleted, the
-	// fence counter or nil}.
-	releaseScript = backend.NewScript(`
-local f = false
-if redis.call('TYPE', KEYS[1]).ok == 'string' then f = redis.call('GET', KEYS[1]) end
-local n = redis.call('DEL', unpack(KEYS, 2))
-redis.call('PUBLISH', ARGV[1], ARGV[2])
-return {n, f}`)
+	snapshotScript = backend.NewScript(snapshotSource)
+	releaseScript  = backend.NewScript(forceReleaseSource)
 )
 
 // keyState is one key as the snapshot script read it.
