@@ -22,13 +22,7 @@ var (
 )
 
 type fairSemaphore struct {
-	b       backend.Backend
-	kind    latchkit.Kind
-	name    string
-	cfg     config
-	keys    []string
-	channel string
-	chans   []string // {channel}
+	site
 	wchans  []string // {channel, inbox}: a waiting acquisition's
 	args    []string // ttl, limit, waiter timeout, "0": a waiting attempt
 	tryArgs []string // the same, ending "1": a Try leaves no ticket
@@ -77,20 +71,14 @@ func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*fairSemaphore, error) {
-	cfg, err := newConfig(kind, b, name, opts)
+	st, err := newSite(FairLayout, kind, b, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
-	}
-	channel := FairLayout.Channel(cfg.prefix, name)
+	cfg, channel := st.cfg, st.channel
 	inbox := pubsub.Inbox(b, channel)
 	s := &fairSemaphore{
-		b: b, kind: kind, name: name, cfg: cfg,
-		keys:    FairLayout.KeysOf(cfg.prefix, name),
-		channel: channel,
-		chans:   []string{channel},
+		site:    st,
 		wchans:  []string{channel, inbox},
 		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox},
 		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", ""},

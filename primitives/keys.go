@@ -2,6 +2,9 @@ package primitives
 
 import (
 	"strings"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
 )
 
 // Layout is the key layout of one kind of primitive: the keys it keeps
@@ -142,4 +145,31 @@ func ParseKeyBase(key string) (prefix, name, suffix string, ok bool) {
 		i += 2
 	}
 	return key[:open], b.String(), key[end+1:], true
+}
+
+// site is where a semaphore lives: its backend, kind, name and options, its
+// keys in the layout's order, and its release channel.
+type site struct {
+	b       backend.Backend
+	kind    latchkit.Kind
+	name    string
+	cfg     config
+	keys    []string
+	channel string
+	chans   []string // {channel}
+}
+
+// newSite checks a semaphore's options and limit (ErrInvalid otherwise)
+// and lays out its keys.
+func newSite(l Layout, kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (site, error) {
+	cfg, err := newConfig(kind, b, name, opts)
+	if err != nil {
+		return site{}, err
+	}
+	if limit < 1 {
+		return site{}, invalid("new", kind, name, "limit %d is below 1", limit)
+	}
+	channel := l.Channel(cfg.prefix, name)
+	return site{b: b, kind: kind, name: name, cfg: cfg,
+		keys: l.KeysOf(cfg.prefix, name), channel: channel, chans: []string{channel}}, nil
 }

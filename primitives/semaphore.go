@@ -31,14 +31,8 @@ var (
 )
 
 type semaphore struct {
-	b       backend.Backend
-	kind    latchkit.Kind
-	name    string
-	cfg     config
-	keys    []string
-	channel string
-	chans   []string // {channel}
-	args    []string // ttl, limit
+	site
+	args []string // ttl, limit
 
 	attemptFn  func(context.Context, *attempt) (latchkit.Lease, error)
 	giveBackFn func(context.Context, string) error
@@ -63,21 +57,11 @@ func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Se
 }
 
 func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*semaphore, error) {
-	cfg, err := newConfig(kind, b, name, opts)
+	st, err := newSite(SemLayout, kind, b, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, invalid("new", kind, name, "limit %d is below 1", limit)
-	}
-	channel := SemLayout.Channel(cfg.prefix, name)
-	s := &semaphore{
-		b: b, kind: kind, name: name, cfg: cfg,
-		keys:    SemLayout.KeysOf(cfg.prefix, name),
-		channel: channel,
-		chans:   []string{channel},
-		args:    []string{ms(cfg.ttl), strconv.Itoa(limit)},
-	}
+	s := &semaphore{site: st, args: []string{ms(st.cfg.ttl), strconv.Itoa(limit)}}
 	s.attemptFn = scriptAttempt(b, semAcquire, s.keys, s.args, s, kind, name, &s.cfg)
 	// The give-back of an acquisition that ended without a grant: a
 	// permit the token may hold (nothing else is left behind), and the
