@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -226,14 +227,22 @@ func linPrims() []prim {
 	return out
 }
 
-// linearizable records a history of p on a fresh redis-server through d
-// (5 clients, each with its own connections: two single attempts, three
-// waiting Locks given up after 20 ms), checks it with porcupine, checks
-// that nothing is left held once every client returned, and adds a row for
-// RELIABILITY.md. With lossEvery > 0, client 0 reaches Redis through a
-// proxy that drops the reply of one of its single attempts in lossEvery.
-func linearizable(t *testing.T, d driver, p prim, scenario, faults string, waiting, lossEvery int) {
+// linearizable records a history of p on a fresh redis-server (5 clients,
+// each with its own connections: two single attempts, three waiting Locks
+// given up after 20 ms), checks it with porcupine, checks that nothing is
+// left held once every client returned, and adds a row for RELIABILITY.md.
+// Client c connects through ds[c%len(ds)]: one driver, or several
+// contending for the same keys. With lossEvery > 0, client 0 reaches Redis
+// through a proxy that drops the reply of one of its single attempts in
+// lossEvery.
+func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, waiting, lossEvery int) {
 	srv := redistest.Start(t)
+	d := ds[0]
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = d.name
+	}
+	driverName := strings.Join(names, " + ")
 	var clients []linClient
 	for c := 0; c < 5; c++ {
 		addr := srv.Addr
@@ -242,7 +251,7 @@ func linearizable(t *testing.T, d driver, p prim, scenario, faults string, waiti
 			px = faultproxy.Start(t, srv.Addr)
 			addr = px.Addr
 		}
-		lock, try, _, err := p.open(d.new(t, addr), c, primitives.WithTTL(30*time.Second))
+		lock, try, _, err := p.open(ds[c%len(ds)].new(t, addr), c, primitives.WithTTL(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +303,7 @@ func linearizable(t *testing.T, d driver, p prim, scenario, faults string, waiti
 	t.Logf("%d operations (%d grants to waiting Locks, %d failed calls; %d of %d attempts whose reply was dropped failed), linearizable: %s",
 		len(rec.ops), waited, rec.failed, rec.lost, rec.lostTried, res)
 	table.mu.Lock()
-	table.rows = append(table.rows, row{scenario, d.name, p.name, len(rec.ops), faults, violations})
+	table.rows = append(table.rows, row{scenario, driverName, p.name, len(rec.ops), faults, violations})
 	table.mu.Unlock()
 }
 
@@ -364,9 +373,27 @@ func TestLinearizable(t *testing.T) {
 	for _, d := range drivers {
 		for _, p := range linPrims() {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
-				linearizable(t, d, p, "linearizability", "two CPU-busy processes beside the test: 5 clients, concurrent TryLock, waiting Lock given up after 20 ms (hand-overs) and Release checked by porcupine", 3, 0)
+				linearizable(t, []driver{d}, p, "linearizability", "two CPU-busy processes beside the test: 5 clients, concurrent TryLock, waiting Lock given up after 20 ms (hand-overs) and Release checked by porcupine", 3, 0)
 			})
 		}
+	}
+}
+
+// TestLinearizableMixedDrivers is TestLinearizable's workload (without the
+// busy processes) with the clients spread over every driver: client c
+// connects through drivers[c%len(drivers)], so every driver's client takes,
+// waits for and gives back the same keys at once. Drivers differ in how
+// they send scripts, resend and pipeline; the keys and scripts are one, so
+// exclusion must hold across them.
+func TestLinearizableMixedDrivers(t *testing.T) {
+	redistest.Require(t)
+	if len(drivers) > 5 {
+		t.Fatalf("%d drivers for 5 clients: some would not take part", len(drivers))
+	}
+	for _, p := range linPrims() {
+		t.Run(p.name, func(t *testing.T) {
+			linearizable(t, drivers, p, "linearizability, mixed drivers", "the 5 clients spread over every driver, on the same keys: concurrent TryLock, waiting Lock given up after 20 ms (hand-overs) and Release checked by porcupine", 3, 0)
+		})
 	}
 }
 
@@ -379,7 +406,7 @@ func TestLinearizableLostReplies(t *testing.T) {
 	for _, d := range drivers {
 		for _, p := range linPrims() {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
-				linearizable(t, d, p, "linearizability, lost replies", "as linearizability (no busy processes), and one TryLock reply in 8 of one client dropped after the server ran it (connection reset)", 1, 8)
+				linearizable(t, []driver{d}, p, "linearizability, lost replies", "as linearizability (no busy processes), and one TryLock reply in 8 of one client dropped after the server ran it (connection reset)", 1, 8)
 			})
 		}
 	}
