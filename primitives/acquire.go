@@ -222,14 +222,33 @@ func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure
 // giveBack runs f for token once, bounded by giveBackTimeout, and, when
 // Redis could not be reached, again in the background for window (see
 // retryGiveBack).
+//
+// The budget is for waiting on Redis. A try that returns far past its
+// deadline spent it waiting for this process's scheduler (its timer, or the
+// driver's goroutine, did not run in time: a starved process), not on
+// Redis, and is made once more before returning: left to the background,
+// it would return the call while what it gives back is still held. A try
+// against a Redis that does not answer ends on time and is not repeated.
 func giveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
-	err := f(gctx, token)
-	cancel()
-	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	for try := 0; ; try++ {
+		start := time.Now()
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		err := f(gctx, token)
+		cancel()
+		if !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if try == 0 && time.Since(start) > starvedGiveBack {
+			continue
+		}
 		go retryGiveBack(context.WithoutCancel(ctx), token, f, window)
+		return
 	}
 }
+
+// starvedGiveBack: a give-back try that took this long, against a budget
+// of giveBackTimeout, was held up by the process's scheduler (see giveBack).
+const starvedGiveBack = 2 * giveBackTimeout
 
 // retryGiveBack retries f until it succeeds, fails for good (anything but
 // an unreachable Redis) or the window has passed, pausing a little more

@@ -265,6 +265,61 @@ func TestWaitGiveBackBounded(t *testing.T) {
 	}
 }
 
+// A give-back whose one try ran out of time because this process was not
+// scheduled (its timer, or the driver's goroutine, ran far past the
+// try's deadline) is tried again before the call returns: the budget is for
+// waiting on Redis, and a starved process's give-back left to the
+// background would return the call while its grant is still held. (Seen
+// in TestLinearizable beside busy processes: a 570 ms stall, every failed
+// Lock returning with its hand-over still held, and the next TryLocks
+// refused by a grant nobody had.)
+func TestWaitGiveBackAfterStall(t *testing.T) {
+	stall := 3 * giveBackTimeout
+	s := &script{outcomes: []error{errUnreachable, held(0)}, giveErr: func(n int32) error {
+		if n == 1 {
+			time.Sleep(stall) // not scheduled: the try returns late, its budget spent
+			return fmt.Errorf("give-back: %w", context.DeadlineExceeded)
+		}
+		return nil
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, true))
+	el := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want DeadlineExceeded", err)
+	}
+	if n := s.gave.Load(); n != 2 {
+		t.Fatalf("%d give-back tries when the call returned, want 2: the try that the stall ran out of time was left to the background", n)
+	}
+	if el > 20*time.Millisecond+stall+giveBackTimeout+time.Second {
+		t.Fatalf("returned after %v", el)
+	}
+
+	// Against a Redis that does not answer, the try ends on time, and the
+	// rest is left to the background: the call is not held up further.
+	var mu sync.Mutex
+	var tries []time.Time
+	s = &script{outcomes: []error{held(0)}, giveErr: func(int32) error {
+		mu.Lock()
+		tries = append(tries, time.Now())
+		mu.Unlock()
+		return errUnreachable
+	}}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, _, err := run(ctx2, loopConfig(retry.Constant(time.Hour)), s.acquisition(false, true)); err == nil {
+		t.Fatal("granted")
+	}
+	returned := time.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(tries); n == 0 || (n > 1 && tries[1].Before(returned)) {
+		t.Fatalf("%d give-back tries, the second before the call returned, against an unreachable Redis: want 1 before the call returns", n)
+	}
+}
+
 // lateTimer is a context whose deadline has passed while its timer has
 // not fired yet: Err is nil until Done closes, a little later (a busy
 // machine runs timers late).
