@@ -267,17 +267,25 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 			_, err := b.Eval(ctx, fenceRaise, r.m.keys[1:2], arg)
 			return struct{}{}, err
 		})
+		var failed []error
 		for _, i := range low {
 			if rerrs[i] == nil {
 				raised++
+			} else {
+				failed = append(failed, rerrs[i])
 			}
 		}
-	}
-	if raised < r.quorum {
-		return fail(fmt.Errorf("fence %d reached %d instances, quorum %d: %w", fence, raised, r.quorum, latchkit.ErrNotAcquired))
+		if raised < r.quorum {
+			// The raises did not get through (timeouts, most likely): a
+			// failed attempt like one that reached too few instances,
+			// which a waiting Lock makes again.
+			return fail(fmt.Errorf("fence %d reached %d instances, quorum %d: %w (%w)", fence, raised, r.quorum, latchkit.ErrNotAcquired, errors.Join(failed...)))
+		}
 	}
 	if validity := r.cfg.ttl - time.Since(start) - drift(r.cfg.ttl); validity <= 0 {
-		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired))
+		// Too slow to be of use, not refused: a waiting Lock tries again.
+		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w (%w)", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired,
+			&backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("instances too slow for the ttl")}))
 	}
 	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, start, &r.cfg), nil
 }

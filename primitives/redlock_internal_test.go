@@ -3,6 +3,8 @@ package primitives
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,5 +50,63 @@ func TestRedlockReleaseWithSilentHolderIsNotLost(t *testing.T) {
 	hung.resume()
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("retried Release once every instance answers: %v", err)
+	}
+}
+
+// flakyRaise fails the first n fence raises it sees as an unreachable
+// instance would (a per-instance timeout on a busy machine).
+type flakyRaise struct {
+	backend.Backend
+	n, seen atomic.Int32
+}
+
+func (f *flakyRaise) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if s == fenceRaise && f.seen.Add(1) <= f.n.Load() {
+		return nil, &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("injected: i/o timeout")}
+	}
+	return f.Backend.Eval(ctx, s, keys, args)
+}
+
+// An attempt that a quorum granted but whose fence could not be raised on
+// a quorum (the raises timed out) is a failed attempt like one that could
+// not reach a quorum: a waiting Lock tries again, rather than returning
+// the error with its deadline far away. (Seen in TestRedlockMutualExclusion
+// on a loaded machine: "fence ... reached 1 instances, quorum 3: not
+// acquired" from a Lock with a minute left.) Three instances: the first
+// counts far ahead, so the other two must be raised; their first raises
+// fail.
+func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
+	var bs []backend.Backend
+	var flaky []*flakyRaise
+	for i := range 3 {
+		m, b := newMiniBackend(t)
+		if i == 0 {
+			m.Set(KeyBase(DefaultPrefix, "f")+":fence", strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10))
+		} else {
+			f := &flakyRaise{Backend: b}
+			f.n.Store(1)
+			flaky = append(flaky, f)
+			b = f
+		}
+		bs = append(bs, b)
+	}
+	rl, err := NewRedlock(bs, "f", WithAutoExtend(false), WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := rl.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock with its fence raises failing once: %v, want a grant on a later attempt", err)
+	}
+	defer l.Release(ctx)
+	for i, f := range flaky {
+		if f.seen.Load() < 2 {
+			t.Errorf("instance %d: %d raises, want the failed one and another", i+1, f.seen.Load())
+		}
+	}
+	if _, err := rl.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Errorf("TryLock while held: %v", err)
 	}
 }

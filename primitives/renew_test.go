@@ -227,7 +227,12 @@ func defaultPrefixForTest(mu *mutex) string { return mu.cfg.prefix }
 // renewal: its Context ends with ErrLeaseLost, well before its TTL.
 func TestRenewalFindsLeaseGone(t *testing.T) {
 	m, b := newMiniBackend(t)
-	const ttl = 300 * time.Millisecond
+	// A renewal every 300 ms: the one after the delete comes some 600 ms
+	// before the lease's deadline, so a late renewal on a busy machine
+	// still tells the loss before the deadline does (with a 300 ms TTL
+	// the margin was 200 ms, and the deadline came first on a loaded
+	// machine: "ttl ran out before a renewal got through").
+	const ttl = 900 * time.Millisecond
 	mu, _ := newMutex(latchkit.KindMutex, b, "gone", []Option{WithTTL(ttl)})
 	ctx := context.Background()
 	l, err := mu.TryLock(ctx)
