@@ -208,6 +208,12 @@ func TestExtendRacingRenewalsKeepsExtendTTL(t *testing.T) {
 		}
 		for range 2 {
 			if got := m.TTL(key); got < ttl {
+				if l.Context().Err() != nil {
+					// Its deadline passed before the next renewal (a
+					// stalled process): the expired lease gave its key
+					// back, which is not a stale renewal.
+					t.Skipf("the %v lease ran out by the client's clock before a renewal (a busy machine): nothing to judge", ttl)
+				}
 				t.Fatalf("Extend(%v): the key's TTL is %v", ttl, got)
 			}
 			time.Sleep(time.Duration(i%7) * time.Millisecond)
