@@ -169,7 +169,11 @@ func TestRedlockLostQuorumEndsContext(t *testing.T) {
 	ms, bs := instances(t, 5)
 	ctx := context.Background()
 	rl, _ := primitives.NewRedlock(bs, "l", primitives.WithTTL(300*time.Millisecond))
-	l, err := rl.TryLock(ctx)
+	// Lock, not TryLock: each instance has a few tens of milliseconds of a
+	// 300 ms TTL, which a first dial on a busy machine can take.
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := rl.Lock(lctx)
 	if err != nil {
 		t.Fatal(err)
 	}
