@@ -274,7 +274,7 @@ func TestWaitGiveBackBounded(t *testing.T) {
 // Lock returning with its hand-over still held, and the next TryLocks
 // refused by a grant nobody had.)
 func TestWaitGiveBackAfterStall(t *testing.T) {
-	stall := 3 * giveBackTimeout
+	stall := starvedGiveBack + giveBackTimeout
 	s := &script{outcomes: []error{errUnreachable, held(0)}, giveErr: func(n int32) error {
 		if n == 1 {
 			time.Sleep(stall) // not scheduled: the try returns late, its budget spent
