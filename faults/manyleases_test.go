@@ -352,7 +352,8 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 		}
 		healthy++
 		if ended {
-			v.fail("%s %v (TTL %v), which the fault did not touch, was told lost %v after the fault began", ml.k.name, ml.names, ml.ttl, end.Sub(faultAt).Round(time.Millisecond))
+			v.fail("%s %v (TTL %v), which the fault did not touch, was told lost %v after the fault began (granted %v before it): %v", ml.k.name, ml.names, ml.ttl,
+				end.Sub(faultAt).Round(time.Millisecond), faultAt.Sub(ml.w.granted).Round(time.Millisecond), context.Cause(ml.w.l.Context()))
 			continue
 		}
 		stillLive++
