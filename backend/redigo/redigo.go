@@ -267,24 +267,12 @@ func replyErr(r any) error {
 // never returns is an error, never a panic.
 func Normalize(v any) (backend.Value, error) {
 	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case int64:
-		return x, nil
-	case string:
+	case nil, int64, string:
 		return x, nil
 	case []byte:
 		return string(x), nil
 	case []any:
-		out := make([]backend.Value, len(x))
-		for i, e := range x {
-			n, err := Normalize(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
+		return backend.NormalizeArray(x, Normalize)
 	case redis.Error:
 		return nil, &backend.Error{Class: &backend.ReplyError{Msg: replyMsg(x)}, Cause: x}
 	}

@@ -3,7 +3,6 @@ package redigo
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,9 +16,6 @@ import (
 // to h from one goroutine. It returns by ctx's end; a connection still
 // being opened then is closed once it is.
 func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	open := func() (redis.Conn, error) {
 		c, err := b.dial(ctx)
 		if err != nil {
@@ -41,7 +37,7 @@ func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Sub
 		return nil, err
 	}
 	s := &subscription{psc: redis.PubSubConn{Conn: c}, h: h, health: b.health,
-		done: make(chan struct{}), pinged: make(chan struct{}), pending: map[string][]chan struct{}{}}
+		done: make(chan struct{}), pinged: make(chan struct{})}
 	go s.loop()
 	go s.ping()
 	return s, nil
@@ -69,13 +65,8 @@ type subscription struct {
 	health time.Duration
 	done   chan struct{} // closed when the receive loop ends
 	pinged chan struct{} // closed when the pinger ends
-
-	wmu sync.Mutex // one writer at a time on the connection
-
-	mu      sync.Mutex
-	closed  bool
-	dead    error
-	pending map[string][]chan struct{} // "subscribe ch" -> calls awaiting the server's confirmation
+	wmu    sync.Mutex    // one writer at a time on the connection
+	state  backend.SubState
 }
 
 // Add subscribes to channels and returns once the server confirmed each.
@@ -90,90 +81,39 @@ func (s *subscription) Remove(ctx context.Context, channels ...string) error {
 }
 
 // change sends a (UN)SUBSCRIBE and waits for the server's confirmation of
-// every channel, which the receive loop hands over through s.pending.
+// every channel, which the receive loop hands over through s.state.
 func (s *subscription) change(ctx context.Context, kind string, channels []string, send func(...any) error) error {
 	if len(channels) == 0 {
 		return nil // an empty UNSUBSCRIBE would mean "all channels"
 	}
-	waits := make(map[string]chan struct{}, len(channels))
-	s.mu.Lock()
-	if err := backend.SubscriptionErr(s.closed, s.dead); err != nil {
-		s.mu.Unlock()
+	p, err := s.state.Expect(kind, channels)
+	if err != nil {
 		return err
 	}
-	for _, ch := range channels {
-		k := kind + " " + ch
-		if waits[k] == nil {
-			waits[k] = make(chan struct{})
-			s.pending[k] = append(s.pending[k], waits[k])
-		}
-	}
-	s.mu.Unlock()
-	// The write runs under s.wmu, which a write to a server that stopped
-	// reading may hold: the caller still returns at ctx's end, and Close
-	// ends the write by closing the connection.
 	args := make([]any, len(channels))
 	for i, ch := range channels {
 		args[i] = ch
 	}
-	_, err := backend.Await(ctx, func() (struct{}, error) {
+	// The write holds s.wmu, which a write to a server that stopped
+	// reading may keep: the caller still returns at ctx's end, and Close
+	// ends the write by closing the connection.
+	if _, err := backend.Await(ctx, func() (struct{}, error) {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
 		return struct{}{}, send(args...)
-	}, nil)
-	if err != nil {
-		s.forget(waits)
-		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
-			return err
+	}, nil); err != nil {
+		s.state.Forget(p)
+		if e := s.state.Err(); e != nil {
+			return e
 		}
-		return s.failed(wrap(ctx, err))
+		return wrap(ctx, err)
 	}
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-s.done:
-			return s.failed(nil)
-		case <-ctx.Done():
-			s.forget(waits)
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// failed is the error of a change that could not complete: the
-// subscription's own state when it is closed or dead, else err.
-func (s *subscription) failed(err error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e := backend.SubscriptionErr(s.closed, s.dead); e != nil {
-		return e
-	}
-	if err == nil {
-		err = &backend.Error{Class: backend.ErrUnavailable, Cause: errEnded}
-	}
-	return err
-}
-
-var errEnded = errors.New("redigo: pub/sub connection ended")
-
-// forget removes the waits of a change given up on.
-func (s *subscription) forget(waits map[string]chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, w := range waits {
-		list := slices.DeleteFunc(s.pending[k], func(c chan struct{}) bool { return c == w })
-		if len(list) == 0 {
-			delete(s.pending, k)
-		} else {
-			s.pending[k] = list
-		}
-	}
+	return s.state.Await(ctx, p, s.done)
 }
 
 // Close ends the subscription and closes its connection. It is idempotent.
 func (s *subscription) Close() error {
-	if !backend.MarkOnce(&s.mu, &s.closed) {
+	if !s.state.Close() {
 		return nil
 	}
 	_ = s.psc.Close() // ends the receive loop and any write under way
@@ -194,9 +134,15 @@ func (s *subscription) loop() {
 				s.h.Message(backend.Message{Channel: m.Channel, Payload: string(m.Data)})
 			}
 		case redis.Subscription:
-			s.confirm(m.Kind + " " + m.Channel)
+			s.state.Confirm(m.Kind, m.Channel)
 		case error:
-			s.drop(m)
+			// Closed on purpose, or lost: only a loss is reported.
+			if err := wrap(context.Background(), m); s.state.Drop(err) {
+				_ = s.psc.Close()
+				if s.h.Dropped != nil {
+					s.h.Dropped(err)
+				}
+			}
 			return
 		}
 	}
@@ -217,29 +163,5 @@ func (s *subscription) ping() {
 			_ = s.psc.Ping("")
 			s.wmu.Unlock()
 		}
-	}
-}
-
-func (s *subscription) confirm(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.pending[key] {
-		close(w)
-	}
-	delete(s.pending, key)
-}
-
-// drop reports the connection's loss, unless it was closed on purpose.
-func (s *subscription) drop(err error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.dead = wrap(context.Background(), err)
-	s.mu.Unlock()
-	_ = s.psc.Close()
-	if s.h.Dropped != nil {
-		s.h.Dropped(s.dead)
 	}
 }
