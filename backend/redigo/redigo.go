@@ -6,9 +6,13 @@
 // redigo talks to one server: it has no Cluster client and routes nothing
 // by hash slot. A Backend therefore serves a single redis-server (or
 // Valkey), or a Sentinel-managed master when the pool's Dial function asks
-// the sentinels for the master's address itself (redigo has no Sentinel
-// support of its own; that Dial function is the user's, and is not tested
-// here). It does not implement backend.Cluster, so primitives over several
+// the sentinels for the master's address (SENTINEL get-master-addr-by-name)
+// before it dials: redigo has no Sentinel support of its own. The
+// conformance suite runs on Sentinel that way (see conformance_test.go).
+// After a failover, connections the pool keeps to the old master fail, or,
+// once it rejoins as a replica, answer READONLY: give such a pool a
+// TestOnBorrow that checks ROLE, or a short MaxConnLifetime. The adapter
+// does not implement backend.Cluster, so primitives over several
 // names run one script for all their keys, as on any single server. A pool
 // whose connections reach a Redis Cluster node cannot work: the node
 // answers MOVED (or ASK, CROSSSLOT) for keys of other slots, and the
