@@ -136,6 +136,12 @@ func (s *subscription) loop() {
 		case redis.Subscription:
 			s.state.Confirm(m.Kind, m.Channel)
 		case error:
+			if s.psc.Conn.Err() == nil {
+				// The read succeeded, the reply is not in pub/sub form:
+				// the answer to a PING sent while no channel is
+				// subscribed (+PONG, or the empty bulk of PING "").
+				continue
+			}
 			// Closed on purpose, or lost: only a loss is reported.
 			if err := wrap(context.Background(), m); s.state.Drop(err) {
 				_ = s.psc.Close()
