@@ -46,7 +46,7 @@ type lockClient struct {
 // contender is a lock implementation under test.
 type contender struct {
 	name   string
-	driver string // "go-redis" or "rueidis"
+	driver string // "go-redis", "rueidis" or "redigo"
 	// floor names the floor contender the ratio is taken against; empty
 	// for the floors themselves.
 	floor    string
@@ -74,6 +74,9 @@ func singleContenders() []contender {
 		{name: "latchkit Mutex, rueidis", driver: "rueidis", floor: floorRueidis, latchkit: true,
 			open: openLatchkit(rueidisBackend, primitives.NewMutex)},
 		{name: "rueidislock", driver: "rueidis", floor: floorRueidis, open: openRueidislock},
+		{name: floorRedigo, driver: "redigo", open: openFloorRedigo},
+		{name: "latchkit Mutex, redigo", driver: "redigo", floor: floorRedigo, latchkit: true,
+			open: openLatchkit(redigoBackend, primitives.NewMutex)},
 	}
 }
 
@@ -92,6 +95,10 @@ func contendedContenders() []contender {
 		if c.name == "latchkit Mutex, rueidis" {
 			cs = append(cs, contender{name: "latchkit FairMutex, rueidis", driver: "rueidis", latchkit: true,
 				open: openLatchkit(rueidisBackend, primitives.NewFairMutex)})
+		}
+		if c.name == "latchkit Mutex, redigo" {
+			cs = append(cs, contender{name: "latchkit FairMutex, redigo", driver: "redigo", latchkit: true,
+				open: openLatchkit(redigoBackend, primitives.NewFairMutex)})
 		}
 	}
 	return cs

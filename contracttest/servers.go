@@ -59,8 +59,21 @@ var Deployments = []Deployment{
 // RunDeployments runs the suite on every Deployment, a subtest each, with
 // the Harness harness makes for it: a driver's whole conformance run.
 func RunDeployments(t *testing.T, harness func(Server) Harness) {
+	RunDeploymentsExcept(t, nil, harness)
+}
+
+// RunDeploymentsExcept is RunDeployments for a driver that cannot serve
+// some deployments (a single-server driver and a Cluster): the subtest of
+// each Kind in skip is skipped, with the reason skip gives, without
+// starting its servers.
+func RunDeploymentsExcept(t *testing.T, skip map[string]string, harness func(Server) Harness) {
 	for _, d := range Deployments {
-		t.Run(d.Kind, func(t *testing.T) { Run(t, harness(d.Start(t))) })
+		t.Run(d.Kind, func(t *testing.T) {
+			if why, ok := skip[d.Kind]; ok {
+				t.Skip(why)
+			}
+			Run(t, harness(d.Start(t)))
+		})
 	}
 }
 

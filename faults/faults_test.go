@@ -26,12 +26,14 @@ import (
 	"testing"
 	"time"
 
+	rg "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/leakcheck"
@@ -110,6 +112,13 @@ var drivers = []driver{
 		}
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
+	}},
+	{"redigo", func(t *testing.T, addr string) backend.Backend {
+		p := &rg.Pool{DialContext: func(ctx context.Context) (rg.Conn, error) {
+			return rg.DialContext(ctx, "tcp", addr, rg.DialConnectTimeout(200*time.Millisecond), rg.DialWriteTimeout(500*time.Millisecond))
+		}, MaxIdle: 8}
+		t.Cleanup(func() { p.Close() })
+		return lredigo.New(p, lredigo.WithHealthCheck(300*time.Millisecond))
 	}},
 }
 

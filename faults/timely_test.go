@@ -26,12 +26,14 @@ import (
 	"testing"
 	"time"
 
+	rg "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -86,6 +88,12 @@ var defaultDrivers = []driver{
 		}
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
+	}},
+	// As redigo's documentation writes a pool: no timeout of any kind.
+	{"redigo (default options)", func(t *testing.T, addr string) backend.Backend {
+		p := &rg.Pool{Dial: func() (rg.Conn, error) { return rg.Dial("tcp", addr) }, MaxIdle: 3, IdleTimeout: 240 * time.Second}
+		t.Cleanup(func() { p.Close() })
+		return lredigo.New(p)
 	}},
 }
 

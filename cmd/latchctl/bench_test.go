@@ -12,7 +12,7 @@ import (
 // On the embedded server, through both drivers, bench prints the S1, S2
 // and S3 rows with figures, and no error.
 func TestBenchEmbedded(t *testing.T) {
-	for _, driver := range []string{"goredis", "rueidis"} {
+	for _, driver := range []string{"goredis", "rueidis", "redigo"} {
 		t.Run(driver, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(context.Background(), []string{"bench", "-driver", driver, "-duration", "150ms", "-clients", "4"}, &out, &errb)
@@ -79,7 +79,7 @@ func TestBenchRedisServer(t *testing.T) {
 // Bad flags are usage errors: exit status 2.
 func TestBenchBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"bench", "-driver", "redigo"},
+		{"bench", "-driver", "nosuchdriver"},
 		{"bench", "-duration", "0s"},
 		{"bench", "-clients", "1"},
 		{"bench", "-nosuchflag"},

@@ -19,7 +19,7 @@ func smallDemo(driver string) demoConfig {
 // The demo keeps its books straight on the embedded server, through both
 // drivers.
 func TestDemoEmbedded(t *testing.T) {
-	for _, driver := range []string{"goredis", "rueidis"} {
+	for _, driver := range []string{"goredis", "rueidis", "redigo"} {
 		t.Run(driver, func(t *testing.T) {
 			rep, err := demo(context.Background(), smallDemo(driver))
 			if err != nil {
@@ -85,7 +85,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"help"}, 0, "demo"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"demo", "-traders", "1"}, 2, "-traders must be at least 2"},
-		{[]string{"demo", "-driver", "redigo"}, 2, `-driver "redigo"`},
+		{[]string{"demo", "-driver", "nosuchdriver"}, 2, `-driver "nosuchdriver"`},
 		{[]string{"demo", "-bogus"}, 2, "flag provided but not defined"},
 		{[]string{"demo", "extra"}, 2, "unexpected argument"},
 	}

@@ -137,6 +137,7 @@ func TestInspectMutex(t *testing.T) {
 		{"inspect", "orders"},
 		{"inspect", "orders", "-kind", "mutex"},
 		{"inspect", "-driver", "rueidis", "orders"},
+		{"inspect", "-driver", "redigo", "orders"},
 	} {
 		out := e.mustRun(t, args...)
 		t.Logf("latchctl %v:\n%s", args, out)
@@ -501,7 +502,7 @@ func TestInspectBadInput(t *testing.T) {
 		{[]string{"inspect", "x", "y"}, `unexpected argument "y"`},
 		{[]string{"inspect", "x", "-prefix", "a{"}, `-prefix "a{"`},
 		{[]string{"inspect", "x", "-addr", ""}, "-addr is empty"},
-		{[]string{"inspect", "x", "-driver", "redigo"}, `-driver "redigo"`},
+		{[]string{"inspect", "x", "-driver", "nosuchdriver"}, `-driver "nosuchdriver"`},
 		{[]string{"inspect", "x", "-bogus"}, "flag provided but not defined"},
 		{[]string{"list", "x"}, `unexpected argument "x"`},
 		{[]string{"release"}, "missing NAME"},

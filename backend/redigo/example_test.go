@@ -1,0 +1,46 @@
+package redigo_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/latchkit/latchkit/backend/redigo"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+func Example() {
+	m, err := miniredis.Run() // an embedded Redis; in production, your server
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	pool := &redis.Pool{
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			return redis.DialContext(ctx, "tcp", m.Addr(), redis.DialConnectTimeout(time.Second))
+		},
+		MaxIdle:     8,
+		IdleTimeout: time.Minute,
+	}
+	defer pool.Close()
+
+	mu, err := primitives.NewMutex(redigo.New(pool), "invoice:42", primitives.WithTTL(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := mu.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held", lease.Name())
+	if err := lease.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: held invoice:42
+}

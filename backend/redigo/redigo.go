@@ -1,0 +1,326 @@
+// Package redigo adapts a *redis.Pool of github.com/gomodule/redigo to
+// backend.Backend.
+//
+// # One server
+//
+// redigo talks to one server: it has no Cluster client and routes nothing
+// by hash slot. A Backend therefore serves a single redis-server (or
+// Valkey), or a Sentinel-managed master when the pool's Dial function asks
+// the sentinels for the master's address (SENTINEL get-master-addr-by-name)
+// before it dials: redigo has no Sentinel support of its own. The
+// conformance suite runs on Sentinel that way (see conformance_test.go).
+// After a failover, connections the pool keeps to the old master fail, or,
+// once it rejoins as a replica, answer READONLY: give such a pool a
+// TestOnBorrow that checks ROLE, or a short MaxConnLifetime. The adapter
+// does not implement backend.Cluster, so primitives over several
+// names run one script for all their keys, as on any single server. A pool
+// whose connections reach a Redis Cluster node cannot work: the node
+// answers MOVED (or ASK, CROSSSLOT) for keys of other slots, and the
+// adapter returns that reply as an error saying so (a *backend.ReplyError).
+// Use the goredis or rueidis adapter with a Cluster.
+//
+// # Deadlines
+//
+// Every call returns by its context's deadline or cancellation, whatever
+// the pool's options, even with no read timeout at all (redigo's default)
+// against a server that accepts connections and never answers. Commands
+// run with redigo's DoContext, which closes the connection when the context
+// ends, so a connection whose reply is still on its way is discarded, never
+// returned to the pool where the next call would read the stale reply.
+// Taking a connection from the pool may block where redigo does not watch
+// the context (a Dial without a context, a TestOnBorrow that pings), so a
+// call whose context can end runs on a goroutine of its own and returns at
+// the context's end, abandoning the call: it ends when redigo does, and may
+// still run on the server, which latchkit already treats as an unknown
+// outcome. The pool's Dial must return connections that implement
+// redis.ConnWithContext and redis.ConnWithTimeout, as redis.Dial's do.
+//
+// # Subscriptions
+//
+// Subscribe dials a connection of its own with the pool's DialContext (or
+// Dial), outside the pool: it is not counted in MaxActive, and closing the
+// subscription closes it. It is kept alive by a PING every health interval
+// (WithHealthCheck); when no reply of any kind arrives for two intervals
+// the connection is taken as dead and the subscription reports itself
+// dropped.
+//
+// # Errors
+//
+// A refused or broken connection and an exhausted pool match
+// backend.ErrUnavailable, a closed pool backend.ErrClosed (redigo exports
+// no error for it: its message is matched), an error reply a
+// *backend.ReplyError; the driver's own error stays reachable with
+// errors.As.
+package redigo
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// Backend is a backend.Backend over a redigo pool.
+type Backend struct {
+	pool   *redis.Pool
+	health time.Duration
+}
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithHealthCheck sets how often a subscription's connection is sent a
+// PING; a connection that answers nothing for twice as long is taken as
+// dead and the subscription reports itself dropped. Default 5s.
+func WithHealthCheck(d time.Duration) Option {
+	return func(b *Backend) {
+		if d > 0 {
+			b.health = d
+		}
+	}
+}
+
+// New returns a Backend over pool. The caller keeps ownership of pool:
+// the Backend never closes it.
+func New(pool *redis.Pool, opts ...Option) *Backend {
+	b := &Backend{pool: pool, health: 5 * time.Second}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// As sets target, which must be a **redis.Pool, to the wrapped pool.
+func (b *Backend) As(target any) bool {
+	t, ok := target.(**redis.Pool)
+	if ok {
+		*t = b.pool
+	}
+	return ok
+}
+
+// Validate refuses a Backend without a pool.
+func (b *Backend) Validate() error {
+	if b.pool == nil {
+		return errNoPool
+	}
+	return nil
+}
+
+var errNoPool = errors.New("redigo: the Backend has no *redis.Pool")
+
+// Eval runs s by EVALSHA, then by EVAL when the server answers NOSCRIPT,
+// on one connection of the pool. It returns by ctx's end (see the package
+// doc).
+func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
+	return backend.Await(ctx, func() (backend.Value, error) {
+		var v backend.Value
+		err := b.withConn(ctx, func(c redis.Conn) error {
+			r, err := redis.DoContext(c, ctx, "EVALSHA", evalArgs(s.Hash(), keys, args)...)
+			if backend.IsNoScript(wrap(ctx, err)) {
+				r, err = redis.DoContext(c, ctx, "EVAL", evalArgs(s.Source(), keys, args)...)
+			}
+			if err != nil {
+				return err
+			}
+			v, err = Normalize(r)
+			return err
+		})
+		return v, err
+	}, nil)
+}
+
+// withConn runs fn on a connection of the pool, then gives the connection
+// back: to the pool, or, when a command on it failed or was cut short by
+// ctx's end, closed (redigo's pool discards a connection whose Err is
+// set). The error is wrapped.
+func (b *Backend) withConn(ctx context.Context, fn func(c redis.Conn) error) error {
+	if b.pool == nil {
+		return errNoPool
+	}
+	c, err := b.pool.GetContext(ctx)
+	if err != nil {
+		return wrap(ctx, err)
+	}
+	defer c.Close()
+	if err := ctx.Err(); err != nil {
+		return err // the connection came too late: it goes back unused
+	}
+	return wrap(ctx, fn(c))
+}
+
+// evalArgs are the arguments of EVALSHA or EVAL: the script's hash or
+// source, the key count, the keys, the arguments.
+func evalArgs(script string, keys, args []string) []any {
+	a := make([]any, 0, 2+len(keys)+len(args))
+	a = append(a, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	for _, v := range args {
+		a = append(a, v)
+	}
+	return a
+}
+
+// EvalBatch runs calls in one pipeline of EVALSHA commands on one
+// connection, then the calls the server answered NOSCRIPT in a second
+// pipeline of EVAL. It returns by ctx's end (see the package doc); calls it
+// gave up on all get an error matching ctx.Err().
+func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
+	backend.RunBatch(ctx, calls, ctx.Done() != nil, b.pipeline)
+}
+
+// pipeline sends calls in one pipeline (see backend.Pipeline).
+func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
+	err := b.withConn(ctx, func(c redis.Conn) error {
+		for i := range calls {
+			cl := &calls[i]
+			cmd, script := "EVALSHA", cl.Script.Hash()
+			if source {
+				cmd, script = "EVAL", cl.Script.Source()
+			}
+			if err := c.Send(cmd, evalArgs(script, cl.Keys, cl.Args)...); err != nil {
+				return err
+			}
+		}
+		replies, err := flush(ctx, c, len(calls))
+		if err != nil {
+			return err
+		}
+		for i, r := range replies {
+			calls[i].Value, calls[i].Err = Normalize(r)
+		}
+		return nil
+	})
+	if err != nil {
+		backend.FailCalls(calls, err)
+	}
+}
+
+// flush sends the commands queued on c by Send and reads their n replies
+// (an error reply as a redis.Error value among them), bounded by ctx.
+func flush(ctx context.Context, c redis.Conn, n int) ([]any, error) {
+	r, err := redis.DoContext(c, ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	replies, ok := r.([]any)
+	if !ok || len(replies) != n {
+		return nil, badReply(errPipeline)
+	}
+	return replies, nil
+}
+
+var errPipeline = errors.New("redigo: a pipeline's replies do not match its commands")
+
+// EvalAck runs s and then WAIT replicas timeout in one pipeline on one
+// connection, so that WAIT counts the script's writes. A NOSCRIPT answer
+// to EVALSHA sends the pair again with EVAL. It returns by ctx's end (see
+// the package doc).
+func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	return backend.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
+		var v backend.Value
+		var n int64
+		err := b.withConn(ctx, func(c redis.Conn) error {
+			run := func(cmd, script string) ([]any, error) {
+				if err := c.Send(cmd, evalArgs(script, keys, args)...); err != nil {
+					return nil, err
+				}
+				if err := c.Send("WAIT", replicas, max(timeout.Milliseconds(), 1)); err != nil {
+					return nil, err
+				}
+				return flush(ctx, c, 2)
+			}
+			r, err := run("EVALSHA", s.Hash())
+			if err == nil && backend.IsNoScript(wrap(ctx, replyErr(r[0]))) {
+				r, err = run("EVAL", s.Source())
+			}
+			if err != nil {
+				return err
+			}
+			if v, err = Normalize(r[0]); err != nil {
+				return err
+			}
+			n, err = redis.Int64(r[1], nil)
+			return err
+		})
+		return v, int(n), err
+	})
+}
+
+// replyErr is the error of a pipelined reply: the redis.Error it is, or
+// nil.
+func replyErr(r any) error {
+	if e, ok := r.(redis.Error); ok {
+		return e
+	}
+	return nil
+}
+
+// Normalize turns a redigo reply into a backend.Value: a bulk string
+// ([]byte) into a string, a status reply stays a string, an integer an
+// int64, an array a []backend.Value. An error reply, anywhere in the reply,
+// is returned as an error wrapping a *backend.ReplyError; a type redigo
+// never returns is an error, never a panic.
+func Normalize(v any) (backend.Value, error) {
+	switch x := v.(type) {
+	case nil, int64, string:
+		return x, nil
+	case []byte:
+		return string(x), nil
+	case []any:
+		return backend.NormalizeArray(x, Normalize)
+	case redis.Error:
+		return nil, &backend.Error{Class: &backend.ReplyError{Msg: replyMsg(x)}, Cause: x}
+	}
+	return nil, badReply(errUnexpected)
+}
+
+var errUnexpected = errors.New("redigo: unexpected reply type")
+
+func badReply(err error) error {
+	return &backend.Error{Class: &backend.ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
+}
+
+// errPoolClosed is the message of redigo's (unexported) error for a Get on
+// a closed pool.
+const errPoolClosed = "redigo: get on closed pool"
+
+func wrap(ctx context.Context, err error) error {
+	return backend.Wrap(ctx, err,
+		func(err error) bool { return strings.Contains(err.Error(), errPoolClosed) },
+		func(err error) (string, bool) {
+			var re redis.Error
+			if errors.As(err, &re) {
+				return replyMsg(re), true
+			}
+			return "", false
+		})
+}
+
+// replyMsg is the message of an error reply, with a word of explanation
+// when it says that the server is a Cluster node.
+func replyMsg(e redis.Error) string {
+	msg := strings.TrimSpace(string(e))
+	for _, p := range []string{"MOVED ", "ASK ", "CROSSSLOT "} {
+		if strings.HasPrefix(msg, p) {
+			return msg + " (the redigo adapter serves a single server; a Redis Cluster needs the goredis or rueidis adapter)"
+		}
+	}
+	return msg
+}
+
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Batcher      = (*Backend)(nil)
+	_ backend.ReplicaAcker = (*Backend)(nil)
+	_ backend.Unwrapper    = (*Backend)(nil)
+	_ backend.Validator    = (*Backend)(nil)
+)
