@@ -4,7 +4,8 @@
 // subscription for release messages. Everything else (retrying, waiting,
 // sharing one subscription between waiters) is done above it.
 //
-// Adapters live in the sub-packages goredis and rueidis. A third driver is
+// Adapters live in the sub-packages goredis, rueidis and valkey (the last
+// two share RESP, written once for the rueidis family). Another driver is
 // added by implementing Backend and running the conformance suite against
 // it (package contracttest; each adapter has its conformance_test.go).
 // What adapters share lives here: Wrap classifies driver errors, Await
