@@ -13,8 +13,7 @@ import (
 // github.com/valkey-io/valkey-go have one shape under other names
 // (RedisMessage and ValkeyMessage, RedisResult and ValkeyResult, ...):
 // RESP holds what an adapter over either does, generic over the driver's
-// types, and each adapter only says how its driver builds and sends
-// commands (RESPDriver).
+// types, which NewRESP infers from the client's methods.
 
 // RESPMessage is the method set of a reply of a driver of the rueidis
 // family, met by P, a pointer to the driver's message type M.
@@ -131,45 +130,85 @@ func badReply(err error) error {
 	return &Error{Class: &ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
 }
 
-// RESPDriver is what an adapter over a driver of the rueidis family says
-// about its client: how to send commands, how to build the few it needs,
-// and which errors mean the client was closed. C is the driver's command
-// type (Completed), R its result.
-type RESPDriver[C, R any] struct {
-	// Do sends one command (the client's Do).
-	Do func(ctx context.Context, cmd C) R
-	// DoMulti sends commands in one pipeline (the client's DoMulti).
-	DoMulti func(ctx context.Context, cmds ...C) []R
-	// Script builds EVALSHA of s's hash, or EVAL of its source when
-	// source is set, with keys and args.
-	Script func(s *Script, keys, args []string, source bool) C
-	// Wait builds WAIT replicas timeout, timeout in milliseconds.
-	Wait func(replicas, timeout int64) C
-	// Ping builds PING.
-	Ping func() C
-	// Channels builds SUBSCRIBE channels, or UNSUBSCRIBE channels when
-	// unsubscribe is set.
-	Channels func(unsubscribe bool, channels []string) C
-	// Dedicate opens a connection of its own for a subscription: it
-	// hands every message received on it to deliver, and reports the
-	// connection's end on ended. Do sends commands on it; Close closes it.
-	Dedicate func(deliver func(Message)) (conn RESPConn[C, R], ended <-chan error)
-	// Closed are the driver's errors for a closed client (matched with
-	// errors.Is): they are classified as ErrClosed.
-	Closed []error
+// RESPClient is the method set of a client of the rueidis family (its
+// Client interface) that RESP drives: B is its command builder, C its
+// command type (Completed), R its result, D its dedicated connection, Mode
+// its ClientMode.
+type RESPClient[B, C, R, D any, Mode ~string] interface {
+	B() B
+	Do(ctx context.Context, cmd C) R
+	DoMulti(ctx context.Context, multi ...C) []R
+	Dedicate() (client D, cancel func())
+	Mode() Mode
 }
 
-// RESPConn is a dedicated connection (see RESPDriver.Dedicate).
-type RESPConn[C, R any] struct {
-	Do    func(ctx context.Context, cmd C) R
-	Close func()
+// RESPBuilder is the method set of the client's command builder used
+// here: A is its arbitrary command, S and U its SUBSCRIBE and UNSUBSCRIBE
+// (which its arbitrary commands refuse).
+type RESPBuilder[A, S, U any] interface {
+	Arbitrary(token ...string) A
+	Subscribe() S
+	Unsubscribe() U
 }
 
-// RESP is the driver-independent part of an adapter over a client of the
-// rueidis family: Eval, EvalBatch, EvalAck and Subscribe, made once for
-// every such driver. Type parameters: C is the driver's command type, R
-// its result, M its message (reply) type and P a pointer to it, E (a
-// pointer to) its error reply type. Build it with NewRESP.
+// RESPArbitrary is the method set of an arbitrary command of the builder,
+// completed as a C.
+type RESPArbitrary[A, C any] interface {
+	Keys(keys ...string) A
+	Args(args ...string) A
+	Build() C
+	Blocking() C
+}
+
+// RESPChannels is SUBSCRIBE or UNSUBSCRIBE of the builder, given its
+// channels as X.
+type RESPChannels[X any] interface {
+	Channel(channel ...string) X
+}
+
+// RESPBuild is a command of the builder that is complete: Build returns
+// it as a C.
+type RESPBuild[C any] interface {
+	Build() C
+}
+
+// RESPDedicated is the method set of the client's dedicated connection
+// used here; H is its PubSubHooks.
+type RESPDedicated[C, R, H any] interface {
+	Do(ctx context.Context, cmd C) R
+	SetPubSubHooks(hooks H) <-chan error
+	Close()
+}
+
+// respDriver is how RESP sends and builds the commands it needs, made by
+// NewRESP from the client.
+type respDriver[C, R any] struct {
+	do       func(ctx context.Context, cmd C) R
+	doMulti  func(ctx context.Context, cmds ...C) []R
+	script   func(s *Script, keys, args []string, source bool) C // EVALSHA, or EVAL with source
+	wait     func(replicas, timeout int64) C                     // WAIT, timeout in ms
+	ping     func() C
+	channels func(unsubscribe bool, channels []string) C // SUBSCRIBE, or UNSUBSCRIBE
+	// dedicate opens a connection for a subscription, delivering its
+	// messages, and reports its end on ended.
+	dedicate func(deliver func(Message)) (conn respConn[C, R], ended <-chan error)
+	closed   []error // the driver's errors for a closed client
+	cluster  func() bool
+	as       func(target any) bool
+}
+
+// respConn is a dedicated connection: do sends on it, close closes it.
+type respConn[C, R any] struct {
+	do    func(ctx context.Context, cmd C) R
+	close func()
+}
+
+// RESP is what an adapter over a client of the rueidis family does,
+// written once for every such driver: Eval, EvalBatch (Batcher), EvalAck
+// (ReplicaAcker), Subscribe, As (Unwrapper) and Cluster. An adapter
+// embeds the *RESP that NewRESP returns for its client. Type parameters:
+// C is the driver's command type, R its result, M its message (reply)
+// type and P a pointer to it, E (a pointer to) its error reply type.
 //
 // Every call returns by its context's deadline or cancellation. These
 // drivers honour contexts on an open connection, but not everywhere
@@ -184,17 +223,75 @@ type RESPConn[C, R any] struct {
 // caller is pooled); a call with a context that can never end
 // (context.Background()) is made directly.
 type RESP[C any, R RESPResult[M], M any, P RESPMessage[M], E RESPError] struct {
-	d     RESPDriver[C, R]
+	d     respDriver[C, R]
+	isErr func(error) (E, bool)
 	calls evalPool
 }
 
-// NewRESP returns the shared part of an adapter over a driver described
-// by d, whose functions must all be set.
-func NewRESP[C any, R RESPResult[M], M any, P RESPMessage[M], E RESPError](d RESPDriver[C, R]) *RESP[C, R, M, P, E] {
-	r := &RESP[C, R, M, P, E]{d: d}
+// NewRESP returns the RESP of client c, a client of the rueidis family
+// (rueidis.Client, valkey.Client of valkey-go): every type parameter is
+// inferred from c's methods and the other arguments. isErr is the
+// driver's test for an error reply (rueidis.IsRedisErr,
+// valkey.IsValkeyErr), hooks makes the driver's pub/sub hooks that hand
+// every message to deliver, and closed are the driver's errors for a
+// closed client (classified as ErrClosed).
+//
+// Commands are built with the builder's arbitrary commands, flagged as
+// its typed builders flag them (WAIT blocking), but for SUBSCRIBE and
+// UNSUBSCRIBE, which need the typed builders.
+func NewRESP[
+	Cl RESPClient[B, C, R, D, Mode], B RESPBuilder[A, S, U], A RESPArbitrary[A, C],
+	S RESPChannels[SC], SC RESPBuild[C], U RESPChannels[UC], UC RESPBuild[C],
+	C any, R RESPResult[M], M any, P RESPMessage[M], E RESPError,
+	D RESPDedicated[C, R, H], H any, Mode ~string,
+](c Cl, isErr func(error) (E, bool), hooks func(deliver func(Message)) H, closed ...error) *RESP[C, R, M, P, E] {
+	r := &RESP[C, R, M, P, E]{d: respDriver[C, R]{
+		do:      c.Do,
+		doMulti: c.DoMulti,
+		script: func(s *Script, keys, args []string, source bool) C {
+			cmd, body := "EVALSHA", s.Hash()
+			if source {
+				cmd, body = "EVAL", s.Source()
+			}
+			return c.B().Arbitrary(cmd, body, strconv.Itoa(len(keys))).Keys(keys...).Args(args...).Build()
+		},
+		wait: func(replicas, timeout int64) C {
+			return c.B().Arbitrary("WAIT", strconv.FormatInt(replicas, 10), strconv.FormatInt(timeout, 10)).Blocking()
+		},
+		ping: func() C { return c.B().Arbitrary("PING").Build() },
+		channels: func(unsubscribe bool, channels []string) C {
+			if unsubscribe {
+				return c.B().Unsubscribe().Channel(channels...).Build()
+			}
+			return c.B().Subscribe().Channel(channels...).Build()
+		},
+		dedicate: func(deliver func(Message)) (respConn[C, R], <-chan error) {
+			dc, cancel := c.Dedicate()
+			ended := dc.SetPubSubHooks(hooks(deliver))
+			return respConn[C, R]{do: dc.Do, close: func() { dc.Close(); cancel() }}, ended
+		},
+		closed:  closed,
+		cluster: func() bool { return c.Mode() == "cluster" },
+		as: func(target any) bool {
+			t, ok := target.(*Cl)
+			if ok {
+				*t = c
+			}
+			return ok
+		},
+	}, isErr: isErr}
 	r.calls.eval = r.eval
 	return r
 }
+
+// As sets target, which must be a pointer to the client's type (a
+// *rueidis.Client, a *valkey.Client), to the wrapped client (see
+// Unwrapper).
+func (r *RESP[C, R, M, P, E]) As(target any) bool { return r.d.as(target) }
+
+// Cluster reports whether the client spreads keys over a Cluster (see
+// Cluster).
+func (r *RESP[C, R, M, P, E]) Cluster() bool { return r.d.cluster() }
 
 // isNil reports whether err is the driver's nil reply.
 func (r *RESP[C, R, M, P, E]) isNil(err error) bool {
@@ -208,10 +305,10 @@ func (r *RESP[C, R, M, P, E]) isNil(err error) bool {
 func (r *RESP[C, R, M, P, E]) wrap(ctx context.Context, err error) error {
 	return Wrap(ctx, err,
 		func(err error) bool {
-			return slices.ContainsFunc(r.d.Closed, func(c error) bool { return errors.Is(err, c) })
+			return slices.ContainsFunc(r.d.closed, func(c error) bool { return errors.Is(err, c) })
 		},
 		func(err error) (string, bool) {
-			if e, ok := err.(E); ok && !e.IsNil() {
+			if e, ok := r.isErr(err); ok {
 				return e.Error(), true
 			}
 			return "", false
@@ -245,9 +342,9 @@ func (r *RESP[C, R, M, P, E]) Eval(ctx context.Context, s *Script, keys []string
 
 // eval is Eval on the caller's goroutine.
 func (r *RESP[C, R, M, P, E]) eval(ctx context.Context, s *Script, keys []string, args []string) (Value, error) {
-	v, err := r.result(ctx, r.d.Do(ctx, r.d.Script(s, keys, args, false)))
+	v, err := r.result(ctx, r.d.do(ctx, r.d.script(s, keys, args, false)))
 	if IsNoScript(err) {
-		return r.result(ctx, r.d.Do(ctx, r.d.Script(s, keys, args, true)))
+		return r.result(ctx, r.d.do(ctx, r.d.script(s, keys, args, true)))
 	}
 	return v, err
 }
@@ -267,7 +364,7 @@ func (r *RESP[C, R, M, P, E]) EvalBatch(ctx context.Context, calls []Call) {
 func (r *RESP[C, R, M, P, E]) pipeline(ctx context.Context, calls []Call, source bool) {
 	cmds := make([]C, len(calls))
 	for i, c := range calls {
-		cmds[i] = r.d.Script(c.Script, c.Keys, c.Args, source)
+		cmds[i] = r.d.script(c.Script, c.Keys, c.Args, source)
 	}
 	for i, res := range r.doMulti(ctx, calls, cmds) {
 		calls[i].Value, calls[i].Err = r.result(ctx, res)
@@ -288,9 +385,9 @@ func (r *RESP[C, R, M, P, E]) doMulti(ctx context.Context, calls []Call, cmds []
 		}
 	}
 	if len(none) == 0 || len(some) == 0 {
-		return r.d.DoMulti(ctx, cmds...)
+		return r.d.doMulti(ctx, cmds...)
 	}
-	rn, rs := r.d.DoMulti(ctx, none...), r.d.DoMulti(ctx, some...)
+	rn, rs := r.d.doMulti(ctx, none...), r.d.doMulti(ctx, some...)
 	res := make([]R, len(cmds))
 	for j := range cmds {
 		if keyless(j) {
@@ -319,8 +416,8 @@ func (r *RESP[C, R, M, P, E]) evalAck(ctx context.Context, s *Script, keys, args
 	send := func(source bool) []R {
 		// Commands are built anew for each DoMulti: the driver recycles
 		// those it sent.
-		wait := r.d.Wait(int64(replicas), max(timeout.Milliseconds(), 1))
-		return r.d.DoMulti(ctx, r.d.Script(s, keys, args, source), wait)
+		wait := r.d.wait(int64(replicas), max(timeout.Milliseconds(), 1))
+		return r.d.doMulti(ctx, r.d.script(s, keys, args, source), wait)
 	}
 	res := send(false)
 	if IsNoScript(r.wrap(ctx, res[0].Error())) {

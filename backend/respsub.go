@@ -21,18 +21,18 @@ func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h Handler) (Subscri
 		if h.Message != nil {
 			deliver = h.Message
 		}
-		conn, ended := r.d.Dedicate(deliver)
+		conn, ended := r.d.dedicate(deliver)
 		s := &respSubscription[C, R, M, P, E]{r: r, conn: conn, h: h, wait: ended, done: make(chan struct{})}
 		// Prove the connection up front: an unreachable server fails here.
-		if err := conn.Do(ctx, r.d.Ping()).Error(); err != nil {
-			conn.Close()
+		if err := conn.do(ctx, r.d.ping()).Error(); err != nil {
+			conn.close()
 			return nil, r.wrap(ctx, err)
 		}
 		return s, nil
 	}
 	s, err := Await(ctx, open, func(s *respSubscription[C, R, M, P, E], _ error) {
 		if s != nil { // opened after Subscribe gave up on it
-			s.conn.Close()
+			s.conn.close()
 		}
 	})
 	if err != nil {
@@ -46,7 +46,7 @@ func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h Handler) (Subscri
 // driver of the rueidis family.
 type respSubscription[C any, R RESPResult[M], M any, P RESPMessage[M], E RESPError] struct {
 	r    *RESP[C, R, M, P, E]
-	conn RESPConn[C, R]
+	conn respConn[C, R]
 	h    Handler
 	wait <-chan error // the connection's end, from its pub/sub hooks
 	done chan struct{}
@@ -90,7 +90,7 @@ func (s *respSubscription[C, R, M, P, E]) send(ctx context.Context, unsubscribe 
 	if err != nil {
 		return err
 	}
-	if err := s.conn.Do(ctx, s.r.d.Channels(unsubscribe, channels)).Error(); err != nil {
+	if err := s.conn.do(ctx, s.r.d.channels(unsubscribe, channels)).Error(); err != nil {
 		return s.r.wrap(ctx, err)
 	}
 	return nil
@@ -111,7 +111,7 @@ func (s *respSubscription[C, R, M, P, E]) Close() error {
 	if !MarkOnce(&s.mu, &s.closed) {
 		return nil
 	}
-	s.conn.Close() // closes the connection instead of returning it to the pool
+	s.conn.close() // closes the connection instead of returning it to the pool
 	<-s.done
 	return nil
 }

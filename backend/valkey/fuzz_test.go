@@ -8,11 +8,11 @@ import (
 
 	vk "github.com/valkey-io/valkey-go"
 
-	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/resptest"
 )
 
-// FuzzNormalize checks valkey.Normalize on the replies a real valkey-go
+// FuzzNormalize checks backend.NormalizeRESP on the replies a real valkey-go
 // connection parses from arbitrary RESP2/RESP3 bytes (see
 // resptest.FuzzNormalize).
 func FuzzNormalize(f *testing.F) {
@@ -32,7 +32,7 @@ func FuzzNormalize(f *testing.F) {
 			return resptest.Fetched{NoReply: true}
 		}
 		msg, merr := res.ToMessage()
-		v, err := lvalkey.Normalize(msg)
+		v, err := backend.NormalizeRESP(&msg)
 		return resptest.Fetched{Value: v, Err: err, Nil: vk.IsValkeyNil(merr), ErrReply: merr != nil && !vk.IsValkeyNil(merr)}
 	})
 }

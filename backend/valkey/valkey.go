@@ -4,9 +4,10 @@
 // Redis alike (the protocol is the same).
 //
 // valkey-go is a fork of rueidis with renamed types, so what the adapter
-// does lives in backend.RESP, shared with the rueidis adapter: this
-// package only says how valkey-go builds and sends the few commands it
-// needs. It behaves as the rueidis adapter does:
+// does lives in backend.RESP, shared with the rueidis adapter and generic
+// over the driver's types: this package only instantiates it for
+// valkey-go and gives it valkey-go's pub/sub hooks. It behaves as the
+// rueidis adapter does:
 //
 // Every call returns by its context's deadline or cancellation, including
 // on a client made with default options. valkey-go honours contexts on an
@@ -42,70 +43,16 @@ import (
 	"github.com/latchkit/latchkit/backend"
 )
 
-// Backend is a backend.Backend over a valkey-go client. Its Eval,
-// EvalBatch (backend.Batcher), EvalAck (backend.ReplicaAcker) and
-// Subscribe are those of the embedded backend.RESP.
-type Backend struct {
-	c vk.Client
-	*backend.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
-}
+// Backend is a backend.Backend over a valkey-go client: backend.RESP,
+// whose methods (Eval, EvalBatch, EvalAck, Subscribe, As, Cluster) are
+// written once for rueidis and valkey-go. As takes a *valkey.Client.
+type Backend = backend.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
 
 // New returns a Backend over c. The caller keeps ownership of c: closing
 // the Backend does not close the client.
 func New(c vk.Client) *Backend {
-	return &Backend{c: c, RESP: backend.NewRESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError](driver(c))}
-}
-
-// driver is how c builds and sends commands.
-func driver(c vk.Client) backend.RESPDriver[vk.Completed, vk.ValkeyResult] {
-	return backend.RESPDriver[vk.Completed, vk.ValkeyResult]{
-		Do: c.Do, DoMulti: c.DoMulti,
-		Script: func(s *backend.Script, keys, args []string, source bool) vk.Completed {
-			if source {
-				return c.B().Eval().Script(s.Source()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-			}
-			return c.B().Evalsha().Sha1(s.Hash()).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-		},
-		Wait: func(n, ms int64) vk.Completed { return c.B().Wait().Numreplicas(n).Timeout(ms).Build() },
-		Ping: func() vk.Completed { return c.B().Ping().Build() },
-		Channels: func(unsubscribe bool, channels []string) vk.Completed {
-			if unsubscribe {
-				return c.B().Unsubscribe().Channel(channels...).Build()
-			}
-			return c.B().Subscribe().Channel(channels...).Build()
-		},
-		Dedicate: func(deliver func(backend.Message)) (backend.RESPConn[vk.Completed, vk.ValkeyResult], <-chan error) {
-			dc, cancel := c.Dedicate()
-			ended := dc.SetPubSubHooks(vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) {
-				deliver(backend.Message{Channel: m.Channel, Payload: m.Message})
-			}})
-			return backend.RESPConn[vk.Completed, vk.ValkeyResult]{Do: dc.Do, Close: func() { dc.Close(); cancel() }}, ended
-		},
-		Closed: []error{vk.ErrClosing, vk.ErrDedicatedClientRecycled},
+	hooks := func(deliver func(backend.Message)) vk.PubSubHooks {
+		return vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) { deliver(backend.Message{Channel: m.Channel, Payload: m.Message}) }}
 	}
+	return backend.NewRESP(c, vk.IsValkeyErr, hooks, vk.ErrClosing, vk.ErrDedicatedClientRecycled)
 }
-
-// As sets target, which must be a *valkey.Client (of valkey-go), to the
-// wrapped client.
-func (b *Backend) As(target any) bool {
-	t, ok := target.(*vk.Client)
-	if ok {
-		*t = b.c
-	}
-	return ok
-}
-
-// Cluster reports whether the client spreads keys over a Cluster.
-func (b *Backend) Cluster() bool { return b.c.Mode() == vk.ClientModeCluster }
-
-// Normalize turns a valkey-go reply into a backend.Value (see
-// backend.NormalizeRESP).
-func Normalize(m vk.ValkeyMessage) (backend.Value, error) { return backend.NormalizeRESP(&m) }
-
-var (
-	_ backend.Backend      = (*Backend)(nil)
-	_ backend.Batcher      = (*Backend)(nil)
-	_ backend.ReplicaAcker = (*Backend)(nil)
-	_ backend.Unwrapper    = (*Backend)(nil)
-	_ backend.Cluster      = (*Backend)(nil)
-)

@@ -30,11 +30,14 @@ import (
 type Dialer = func(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error)
 
 // Backend is what the tests call: a backend with every optional interface
-// of the rueidis family.
+// of the rueidis family (so that making one checks that an adapter has
+// them all).
 type Backend interface {
 	backend.Backend
 	backend.Batcher
 	backend.ReplicaAcker
+	backend.Unwrapper
+	backend.Cluster
 }
 
 // Driver makes backends of the adapter under test.
