@@ -28,11 +28,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
+	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	lvalkey "github.com/latchkit/latchkit/backend/valkey"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/leakcheck"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -110,6 +112,23 @@ var drivers = []driver{
 		}
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
+	}},
+	{"valkey", func(t *testing.T, addr string) backend.Backend {
+		// valkey-go (a fork of rueidis) dials when the client is made:
+		// the same set-up retry as rueidis's.
+		var c vk.Client
+		var err error
+		for try := 0; try < 5; try++ {
+			if c, err = vk.NewClient(vk.ClientOption{InitAddress: []string{addr},
+				Dialer: net.Dialer{Timeout: 200 * time.Millisecond}, ConnWriteTimeout: 500 * time.Millisecond}); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
 	}},
 }
 

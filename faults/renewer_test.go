@@ -42,7 +42,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 	// go-redis with its default options is left out: it ignores deadlines
 	// (TestTimelyWritesPaused covers that), which would hide the renewer's
 	// part here.
-	for _, d := range append(append([]clusterDriver{}, clusterDrivers...), defaultClusterDrivers[1]) {
+	for _, d := range append(append([]clusterDriver{}, clusterDrivers...), defaultClusterDrivers[1:]...) {
 		t.Run(d.name, func(t *testing.T) {
 			v := &verdict{t: t}
 			cl := redistest.StartCluster(t, 3)
