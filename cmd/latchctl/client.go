@@ -17,16 +17,16 @@ import (
 // target is where latchctl connects: -addr, or an embedded miniredis.
 type target struct {
 	addr   string // empty: embedded
-	driver string // goredis or rueidis
+	driver string // goredis, rueidis or valkey
 	mini   *miniredis.Miniredis
 }
 
 // open starts the embedded server when no address was given.
 func (t *target) open() error {
 	switch t.driver {
-	case "goredis", "rueidis":
+	case "goredis", "rueidis", "valkey":
 	default:
-		return fmt.Errorf("%w: -driver %q: want goredis or rueidis", errUsage, t.driver)
+		return fmt.Errorf("%w: -driver %q: want goredis, rueidis or valkey", errUsage, t.driver)
 	}
 	if t.addr == "" {
 		m, err := miniredis.Run()
@@ -57,6 +57,9 @@ func (t *target) describe() string {
 // as a backend, and a function that runs one plain command for the demo's
 // data. close releases it.
 func (t *target) client(ctx context.Context) (backend.Backend, func(context.Context, ...string) (any, error), func(), error) {
+	if t.driver == "valkey" {
+		return t.valkeyClient()
+	}
 	if t.driver == "rueidis" {
 		c, err := rd.NewClient(rd.ClientOption{
 			InitAddress:  []string{t.address()},
