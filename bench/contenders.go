@@ -46,7 +46,7 @@ type lockClient struct {
 // contender is a lock implementation under test.
 type contender struct {
 	name   string
-	driver string // "go-redis" or "rueidis"
+	driver string // "go-redis", "rueidis", "valkey-go"
 	// floor names the floor contender the ratio is taken against; empty
 	// for the floors themselves.
 	floor    string
@@ -64,7 +64,7 @@ const (
 
 // singleContenders run S1 and S2 (and, but for the floors, S3).
 func singleContenders() []contender {
-	return []contender{
+	return append([]contender{
 		{name: floorGoRedis, driver: "go-redis", open: openFloorGoRedis},
 		{name: "latchkit Mutex, go-redis", driver: "go-redis", floor: floorGoRedis, latchkit: true,
 			open: openLatchkit(goredisBackend, primitives.NewMutex)},
@@ -74,7 +74,7 @@ func singleContenders() []contender {
 		{name: "latchkit Mutex, rueidis", driver: "rueidis", floor: floorRueidis, latchkit: true,
 			open: openLatchkit(rueidisBackend, primitives.NewMutex)},
 		{name: "rueidislock", driver: "rueidis", floor: floorRueidis, open: openRueidislock},
-	}
+	}, valkeyContenders()...)
 }
 
 // contendedContenders run S3: every lock that can wait, FairMutex included.
