@@ -563,7 +563,7 @@ func writeReport(path string, took time.Duration) error {
 
 What latchkit does when things go wrong, measured by the fault suite in
 ` + "`faults/`" + ` against real ` + "`redis-server`" + ` processes it starts on loopback, through
-both drivers. Regenerate this file with:
+every driver. Regenerate this file with:
 
     go test ./faults/ -count=1 -args -report=../RELIABILITY.md
 
@@ -585,7 +585,7 @@ README, "What it does not promise". Fences restart with the data too.
 
 Drivers marked "(default options)" are clients made with nothing but the
 address, as most users write them: go-redis then ignores context deadlines
-(no ContextTimeoutEnabled); rueidis keeps its defaults.
+(no ContextTimeoutEnabled); rueidis and valkey-go keep their defaults.
 
 The rows of the scenarios "writes paused", "hung cluster node, renewals
 beside it", "extend-only renewals: ...", "Extend behind a renewal in

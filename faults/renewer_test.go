@@ -332,7 +332,7 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 // lease whose renewal is in flight against a hung server (SIGSTOP) must
 // return within its own deadline (100 ms) plus slack, not wait for the
 // renewal; and the lease is still told lost by its deadline. Every
-// primitive at once, each on its own servers, both drivers.
+// primitive at once, each on its own servers, every driver.
 func TestTimelyExtendBehindRenewal(t *testing.T) {
 	redistest.Require(t)
 	const (
