@@ -205,8 +205,9 @@ type respConn[C, R any] struct {
 
 // RESP is what an adapter over a client of the rueidis family does,
 // written once for every such driver: Eval, EvalBatch (Batcher), EvalAck
-// (ReplicaAcker), Subscribe, As (Unwrapper) and Cluster. An adapter
-// embeds the *RESP that NewRESP returns for its client. Type parameters:
+// (ReplicaAcker), Subscribe, As (Unwrapper) and Cluster. An adapter's
+// Backend is an alias of RESP instantiated with its driver's types, and
+// its New returns NewRESP of the client. Type parameters:
 // C is the driver's command type, R its result, M its message (reply)
 // type and P a pointer to it, E (a pointer to) its error reply type.
 //
