@@ -1,38 +1,21 @@
 package rueidis_test
 
 import (
-	"context"
 	"net"
 	"testing"
 	"time"
 
 	rd "github.com/redis/rueidis"
 
-	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/resptest"
 )
 
-// FuzzNormalize checks rueidis.Normalize on the replies a real rueidis
+// FuzzNormalize checks the normalization of the replies a real rueidis
 // connection parses from arbitrary RESP2/RESP3 bytes (see
 // resptest.FuzzNormalize).
 func FuzzNormalize(f *testing.F) {
-	resptest.FuzzNormalize(f, func(t *testing.T, addr string, resp2 bool, payload string) resptest.Fetched {
-		c, err := rd.NewClient(rd.ClientOption{
-			InitAddress: []string{addr}, DisableCache: true, AlwaysRESP2: resp2,
-			ForceSingleClient: true, DisableRetry: true, Dialer: net.Dialer{Timeout: 5 * time.Second},
-		})
-		if err != nil {
-			t.Fatalf("handshake with the fake server: %v", err)
-		}
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		res := c.Do(ctx, c.B().Arbitrary("FUZZ").Args(payload).Build())
-		if res.NonRedisError() != nil {
-			return resptest.Fetched{NoReply: true}
-		}
-		msg, merr := res.ToMessage()
-		v, err := lrueidis.Normalize(msg)
-		return resptest.Fetched{Value: v, Err: err, Nil: rd.IsRedisNil(merr), ErrReply: merr != nil && !rd.IsRedisNil(merr)}
-	})
+	resptest.FuzzNormalize(f, resptest.FetchWith(func(addr string, resp2 bool) (rd.Client, error) {
+		return rd.NewClient(rd.ClientOption{InitAddress: []string{addr}, DisableCache: true, AlwaysRESP2: resp2,
+			ForceSingleClient: true, DisableRetry: true, Dialer: net.Dialer{Timeout: 5 * time.Second}})
+	}, rd.IsRedisErr))
 }

@@ -3,6 +3,7 @@ package resptest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/latchkit/latchkit/backend"
 )
@@ -33,6 +35,43 @@ type Fetched struct {
 // reply as the adapter normalized it. It fails t when the client cannot
 // be made.
 type Fetch func(t *testing.T, addr string, resp2 bool, payload string) Fetched
+
+// FetchClient is the method set of a client of the rueidis family that
+// FetchWith uses.
+type FetchClient[B, C, R any] interface {
+	B() B
+	Do(ctx context.Context, cmd C) R
+	Close()
+}
+
+// FetchWith is the Fetch of a driver of the rueidis family: open makes its
+// client of addr (see Fetch for the options), isErr is its test for an
+// error reply (rueidis.IsRedisErr, valkey.IsValkeyErr). The reply is
+// normalized by backend.NormalizeRESP, which the adapters use.
+func FetchWith[
+	Cl FetchClient[B, C, R], B backend.RESPBuilder[A, S, U], A backend.RESPArbitrary[A, C], S, U, C any,
+	R backend.RESPResult[M], M any, P backend.RESPMessage[M], E backend.RESPError,
+](open func(addr string, resp2 bool) (Cl, error), isErr func(error) (E, bool)) Fetch {
+	return func(t *testing.T, addr string, resp2 bool, payload string) Fetched {
+		c, err := open(addr, resp2)
+		if err != nil {
+			t.Fatalf("handshake with the fake server: %v", err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		msg, err := c.Do(ctx, c.B().Arbitrary("FUZZ").Args(payload).Build()).ToMessage()
+		e, reply := err.(E)
+		if err != nil && !reply {
+			return Fetched{NoReply: true} // a network or protocol error
+		}
+		if _, ok := isErr(err); reply && !ok && !e.IsNil() {
+			t.Fatalf("%v: an error reply that is neither nil nor an error", err)
+		}
+		v, nerr := backend.NormalizeRESP[M, P](&msg)
+		return Fetched{Value: v, Err: nerr, Nil: reply && e.IsNil(), ErrReply: reply && !e.IsNil()}
+	}
+}
 
 // fakeServer is a Redis that answers the rueidis handshake (HELLO 3 with a
 // RESP3 map, HELLO 2 with "unknown command" so that the client stays on
