@@ -4,9 +4,10 @@
 // subscription for release messages. Everything else (retrying, waiting,
 // sharing one subscription between waiters) is done above it.
 //
-// Adapters live in the sub-packages goredis, rueidis and redigo. Another
-// driver is added by implementing Backend and running the conformance suite
-// against it (package contracttest; each adapter has its
+// Adapters live in the sub-packages goredis, rueidis, valkey and redigo
+// (rueidis and valkey share RESP, written once for the rueidis family).
+// Another driver is added by implementing Backend and running the
+// conformance suite against it (package contracttest; each adapter has its
 // conformance_test.go). What adapters share lives here: Wrap classifies
 // driver errors, Await bounds a call by its context whatever the driver
 // does, RunBatch and RunAck build Batcher and ReplicaAcker on a driver's

@@ -46,7 +46,7 @@ type lockClient struct {
 // contender is a lock implementation under test.
 type contender struct {
 	name   string
-	driver string // "go-redis", "rueidis" or "redigo"
+	driver string // "go-redis", "rueidis", "valkey-go" or "redigo"
 	// floor names the floor contender the ratio is taken against; empty
 	// for the floors themselves.
 	floor    string
@@ -64,7 +64,7 @@ const (
 
 // singleContenders run S1 and S2 (and, but for the floors, S3).
 func singleContenders() []contender {
-	return []contender{
+	return append([]contender{
 		{name: floorGoRedis, driver: "go-redis", open: openFloorGoRedis},
 		{name: "latchkit Mutex, go-redis", driver: "go-redis", floor: floorGoRedis, latchkit: true,
 			open: openLatchkit(goredisBackend, primitives.NewMutex)},
@@ -77,7 +77,7 @@ func singleContenders() []contender {
 		{name: floorRedigo, driver: "redigo", open: openFloorRedigo},
 		{name: "latchkit Mutex, redigo", driver: "redigo", floor: floorRedigo, latchkit: true,
 			open: openLatchkit(redigoBackend, primitives.NewMutex)},
-	}
+	}, valkeyContenders()...)
 }
 
 // contendedContenders run S3: every lock that can wait, FairMutex included.

@@ -11,6 +11,7 @@ require (
 	github.com/latchkit/latchkit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
 )
 
 require (

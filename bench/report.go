@@ -124,7 +124,7 @@ func (r *report) writeMachine(w io.Writer) {
 	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "| redis-server | %s (loopback, no persistence, started by the benchmark) |\n", r.redisVersion)
 	for _, m := range []string{
-		"github.com/redis/go-redis/v9", "github.com/redis/rueidis",
+		"github.com/redis/go-redis/v9", "github.com/redis/rueidis", "github.com/valkey-io/valkey-go",
 		"github.com/go-redsync/redsync/v4", "github.com/bsm/redislock",
 	} {
 		fmt.Fprintf(w, "| %s | %s |\n", m, moduleVersion(m))

@@ -29,12 +29,14 @@ import (
 	rg "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
+	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	lvalkey "github.com/latchkit/latchkit/backend/valkey"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/leakcheck"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -112,6 +114,23 @@ var drivers = []driver{
 		}
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
+	}},
+	{"valkey", func(t *testing.T, addr string) backend.Backend {
+		// valkey-go (a fork of rueidis) dials when the client is made:
+		// the same set-up retry as rueidis's.
+		var c vk.Client
+		var err error
+		for try := 0; try < 5; try++ {
+			if c, err = vk.NewClient(vk.ClientOption{InitAddress: []string{addr},
+				Dialer: net.Dialer{Timeout: 200 * time.Millisecond}, ConnWriteTimeout: 500 * time.Millisecond}); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
 	}},
 	{"redigo", func(t *testing.T, addr string) backend.Backend {
 		p := &rg.Pool{DialContext: func(ctx context.Context) (rg.Conn, error) {
@@ -553,9 +572,9 @@ func writeReport(path string, took time.Duration) error {
 
 What latchkit does when things go wrong, measured by the fault suite in
 ` + "`faults/`" + ` against real ` + "`redis-server`" + ` processes it starts on loopback, through
-both drivers. Regenerate this file with:
+every driver. Regenerate this file with:
 
-    go test ./faults/ -count=1 -args -report=../RELIABILITY.md
+    go test ./faults/ -count=1 -timeout 30m -args -report=../RELIABILITY.md
 
 Each run drives 4 clients (each with its own connections, through its own
 fault-injecting TCP proxy) taking and giving back one primitive for 2.5 s
@@ -575,7 +594,7 @@ README, "What it does not promise". Fences restart with the data too.
 
 Drivers marked "(default options)" are clients made with nothing but the
 address, as most users write them: go-redis then ignores context deadlines
-(no ContextTimeoutEnabled); rueidis keeps its defaults.
+(no ContextTimeoutEnabled); rueidis and valkey-go keep their defaults.
 
 The rows of the scenarios "writes paused", "hung cluster node, renewals
 beside it", "extend-only renewals: ...", "Extend behind a renewal in

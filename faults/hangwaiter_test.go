@@ -20,7 +20,7 @@ import (
 // holds each of Mutex, FairMutex and FairSemaphore(1) with TTLs of 0.6, 3
 // and 6 s while another client waits (Lock, from before the hang); the
 // server hangs (SIGSTOP) past every TTL and past the waiter timeout, then
-// resumes. Checked, with both drivers:
+// resumes. Checked, with every driver:
 //   - a waiting Lock never returns while its context is live unless
 //     granted: a hung server is ridden out (README: "A waiting Lock rides
 //     out a Redis that cannot be reached");

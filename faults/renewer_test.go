@@ -42,7 +42,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 	// go-redis with its default options is left out: it ignores deadlines
 	// (TestTimelyWritesPaused covers that), which would hide the renewer's
 	// part here.
-	for _, d := range append(append([]clusterDriver{}, clusterDrivers...), defaultClusterDrivers[1]) {
+	for _, d := range append(append([]clusterDriver{}, clusterDrivers...), defaultClusterDrivers[1:]...) {
 		t.Run(d.name, func(t *testing.T) {
 			v := &verdict{t: t}
 			cl := redistest.StartCluster(t, 3)
@@ -337,7 +337,7 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 // lease whose renewal is in flight against a hung server (SIGSTOP) must
 // return within its own deadline (100 ms) plus slack, not wait for the
 // renewal; and the lease is still told lost by its deadline. Every
-// primitive at once, each on its own servers, both drivers.
+// primitive at once, each on its own servers, every driver.
 func TestTimelyExtendBehindRenewal(t *testing.T) {
 	redistest.Require(t)
 	const (

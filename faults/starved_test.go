@@ -35,7 +35,7 @@ func busyGoroutines(t *testing.T, n int) {
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 }
 
-// TestTimelyStarved runs every primitive, through both drivers, in a
+// TestTimelyStarved runs every primitive, through every driver, in a
 // process starved of CPU: two busy processes (internal/cpuhog) on this
 // 2-core machine, and one busy goroutine in the process (one fewer than
 // GOMAXPROCS: the scheduler is late, not stopped). The holder's client is

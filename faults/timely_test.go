@@ -29,12 +29,14 @@ import (
 	rg "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
+	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	lvalkey "github.com/latchkit/latchkit/backend/valkey"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -74,7 +76,7 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 // defaultDrivers are clients as most users write them: no option but the
 // address. go-redis then ignores context deadlines (ContextTimeoutEnabled
 // is false; a call to a hung server returns after its 5 s read timeout);
-// rueidis honours them.
+// rueidis and valkey-go honour them.
 var defaultDrivers = []driver{
 	{"go-redis (default options)", func(t *testing.T, addr string) backend.Backend {
 		c := redis.NewClient(&redis.Options{Addr: addr})
@@ -88,6 +90,14 @@ var defaultDrivers = []driver{
 		}
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
+	}},
+	{"valkey (default options)", func(t *testing.T, addr string) backend.Backend {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
 	}},
 	// As redigo's documentation writes a pool: no timeout of any kind.
 	{"redigo (default options)", func(t *testing.T, addr string) backend.Backend {
@@ -120,6 +130,15 @@ var clusterDrivers = []clusterDriver{
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
 	}},
+	{"valkey", func(t *testing.T, addrs []string) backend.Backend {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs,
+			Dialer: net.Dialer{Timeout: 200 * time.Millisecond}, ConnWriteTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
+	}},
 }
 
 // defaultClusterDrivers are Cluster clients with no option but the
@@ -137,6 +156,14 @@ var defaultClusterDrivers = []clusterDriver{
 		}
 		t.Cleanup(c.Close)
 		return lrueidis.New(c)
+	}},
+	{"valkey (default options)", func(t *testing.T, addrs []string) backend.Backend {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: addrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
 	}},
 }
 

@@ -2,8 +2,5 @@
 
 package rueidis_test
 
-// raceSlack is added to the slack under the race detector only.
-const raceSlack = 0
-
-// raceEnabled reports whether the race detector is on.
+// raceEnabled: the race detector is off (see resptest.Driver).
 const raceEnabled = false

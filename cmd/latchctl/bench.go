@@ -45,7 +45,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "", "Redis address host:port (default: an embedded miniredis)")
-	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis or redigo")
+	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "how long each row runs")
 	fs.IntVar(&c.clients, "clients", 16, "S3: separate clients contending for one key")
 	if err := fs.Parse(args); err != nil {

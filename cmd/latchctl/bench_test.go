@@ -9,10 +9,10 @@ import (
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
-// On the embedded server, through both drivers, bench prints the S1, S2
+// On the embedded server, through every driver, bench prints the S1, S2
 // and S3 rows with figures, and no error.
 func TestBenchEmbedded(t *testing.T) {
-	for _, driver := range []string{"goredis", "rueidis", "redigo"} {
+	for _, driver := range []string{"goredis", "rueidis", "valkey", "redigo"} {
 		t.Run(driver, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(context.Background(), []string{"bench", "-driver", driver, "-duration", "150ms", "-clients", "4"}, &out, &errb)

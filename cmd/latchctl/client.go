@@ -17,16 +17,16 @@ import (
 // target is where latchctl connects: -addr, or an embedded miniredis.
 type target struct {
 	addr   string // empty: embedded
-	driver string // goredis, rueidis or redigo
+	driver string // goredis, rueidis, valkey or redigo
 	mini   *miniredis.Miniredis
 }
 
 // open starts the embedded server when no address was given.
 func (t *target) open() error {
 	switch t.driver {
-	case "goredis", "rueidis", "redigo":
+	case "goredis", "rueidis", "valkey", "redigo":
 	default:
-		return fmt.Errorf("%w: -driver %q: want goredis, rueidis or redigo", errUsage, t.driver)
+		return fmt.Errorf("%w: -driver %q: want goredis, rueidis, valkey or redigo", errUsage, t.driver)
 	}
 	if t.addr == "" {
 		m, err := miniredis.Run()
@@ -59,6 +59,9 @@ func (t *target) describe() string {
 func (t *target) client(ctx context.Context) (backend.Backend, func(context.Context, ...string) (any, error), func(), error) {
 	if t.driver == "redigo" {
 		return t.redigoClient(ctx)
+	}
+	if t.driver == "valkey" {
+		return t.valkeyClient()
 	}
 	if t.driver == "rueidis" {
 		c, err := rd.NewClient(rd.ClientOption{

@@ -50,7 +50,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", "", "Redis address host:port (default: an embedded miniredis)")
-	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis or redigo")
+	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.IntVar(&c.traders, "traders", 32, "concurrent traders")
 	fs.IntVar(&c.clients, "clients", 8, "Redis clients the traders are spread over, as separate processes would be")
 	fs.IntVar(&c.items, "items", 200, "items on the market")

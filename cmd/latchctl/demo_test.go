@@ -16,10 +16,10 @@ func smallDemo(driver string) demoConfig {
 		checkout: 2, duration: 700 * time.Millisecond, seed: 7}
 }
 
-// The demo keeps its books straight on the embedded server, through both
-// drivers.
+// The demo keeps its books straight on the embedded server, through every
+// driver.
 func TestDemoEmbedded(t *testing.T) {
-	for _, driver := range []string{"goredis", "rueidis", "redigo"} {
+	for _, driver := range []string{"goredis", "rueidis", "valkey", "redigo"} {
 		t.Run(driver, func(t *testing.T) {
 			rep, err := demo(context.Background(), smallDemo(driver))
 			if err != nil {

@@ -225,7 +225,7 @@ func (o *toolFlags) flagSet(name, synopsis string, stderr io.Writer) *flag.FlagS
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.addr, "addr", "localhost:6379", "Redis address host:port")
-	fs.StringVar(&o.driver, "driver", "goredis", "driver: goredis, rueidis or redigo")
+	fs.StringVar(&o.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.StringVar(&o.prefix, "prefix", primitives.DefaultPrefix, "key prefix of the primitives (primitives.WithPrefix)")
 	return fs
 }

@@ -1,8 +1,8 @@
 // Command latchctl runs latchkit against a Redis: the marketplace demo, a
 // benchmark, and tools to look into and repair primitives.
 //
-//	latchctl demo [-addr host:port] [-driver goredis|rueidis] ...
-//	latchctl bench [-addr host:port] [-driver goredis|rueidis] [-duration d] [-clients n]
+//	latchctl demo [-addr host:port] [-driver goredis|rueidis|valkey] ...
+//	latchctl bench [-addr host:port] [-driver goredis|rueidis|valkey] [-duration d] [-clients n]
 //	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
