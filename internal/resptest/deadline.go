@@ -347,8 +347,13 @@ func deadlineHungServer(t *testing.T, d Driver) {
 			if took > timeout+d.slack()+late {
 				t.Errorf("%s (cancel only: %v) returned after %v (timers late by up to %v meanwhile): %v", o.name, cancelOnly, took.Round(time.Millisecond), late.Round(time.Millisecond), err)
 			}
-			if !errors.Is(err, want) {
-				t.Errorf("%s (cancel only: %v): %v, want an error matching %v", o.name, cancelOnly, err, want)
+			// Or, before the context ended, the server unreachable: the
+			// driver failed the call early on a connection that an
+			// earlier call's timeout broke (seen once under -race, an
+			// EvalBatch on the connection of the Eval before it).
+			early := errors.Is(err, backend.ErrUnavailable) && took < timeout
+			if !errors.Is(err, want) && !early {
+				t.Errorf("%s (cancel only: %v): %v after %v, want an error matching %v (or ErrUnavailable before the context's end)", o.name, cancelOnly, err, took.Round(time.Millisecond), want)
 			}
 		}
 	}
