@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,7 +45,7 @@ func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Sub
 	if err != nil {
 		return nil, err
 	}
-	s := &subscription{ps: ps, h: h, health: b.health, done: make(chan struct{}), pending: map[string][]chan struct{}{}}
+	s := &subscription{ps: ps, h: h, health: b.health, done: make(chan struct{})}
 	go s.loop()
 	return s, nil
 }
@@ -56,11 +55,7 @@ type subscription struct {
 	h      backend.Handler
 	health time.Duration
 	done   chan struct{}
-
-	mu      sync.Mutex
-	closed  bool
-	dead    error
-	pending map[string][]chan struct{} // "subscribe ch" -> calls awaiting the server's confirmation
+	state  backend.SubState // closed, dead, and the calls awaiting confirmations
 }
 
 // Add subscribes to channels and returns once the server confirmed each.
@@ -75,74 +70,32 @@ func (s *subscription) Remove(ctx context.Context, channels ...string) error {
 }
 
 // change sends a (UN)SUBSCRIBE and waits for the server's confirmation of
-// every channel, which the receive loop hands over through s.pending.
+// every channel, which the receive loop hands over through s.state.
 func (s *subscription) change(ctx context.Context, kind string, channels []string, send func(context.Context, ...string) error) error {
 	if len(channels) == 0 {
 		return nil // go-redis would read an empty UNSUBSCRIBE as "all channels"
 	}
-	keys := make([]string, len(channels))
-	waits := make([]chan struct{}, len(channels))
-	s.mu.Lock()
-	if err := s.errLocked(); err != nil {
-		s.mu.Unlock()
+	p, err := s.state.Expect(kind, channels)
+	if err != nil {
 		return err
 	}
-	for i, ch := range channels {
-		keys[i] = kind + " " + ch
-		waits[i] = make(chan struct{})
-		s.pending[keys[i]] = append(s.pending[keys[i]], waits[i])
-	}
-	s.mu.Unlock()
 	// Sent on a goroutine of its own whatever the client's options: go-redis
 	// holds the subscription's lock while its receive loop redials a broken
 	// connection (for up to the dial and read timeouts), and send waits for
 	// that lock. A send given up on may still reach the server; the
 	// confirmation it gets then finds nobody waiting.
 	channels = slices.Clone(channels) // the send may outlive this call
-	_, err := backend.Await(ctx, func() (struct{}, error) {
+	if _, err := backend.Await(ctx, func() (struct{}, error) {
 		return struct{}{}, send(ctx, channels...)
-	}, nil)
-	if err != nil {
-		s.forget(keys, waits)
+	}, nil); err != nil {
+		s.state.Forget(p)
 		return wrap(ctx, err)
 	}
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-s.done:
-			s.mu.Lock()
-			err := s.errLocked()
-			s.mu.Unlock()
-			return err
-		case <-ctx.Done():
-			s.forget(keys, waits)
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-func (s *subscription) forget(keys []string, waits []chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, k := range keys {
-		list := s.pending[k]
-		for j, w := range list {
-			if w == waits[i] {
-				list = append(list[:j], list[j+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(s.pending, k)
-		} else {
-			s.pending[k] = list
-		}
-	}
+	return s.state.Await(ctx, p, s.done)
 }
 
 func (s *subscription) Close() error {
-	if !backend.MarkOnce(&s.mu, &s.closed) {
+	if !s.state.Close() {
 		return nil
 	}
 	err := s.ps.Close()
@@ -151,10 +104,6 @@ func (s *subscription) Close() error {
 		return wrap(context.Background(), err)
 	}
 	return nil
-}
-
-func (s *subscription) errLocked() error {
-	return backend.SubscriptionErr(s.closed, s.dead)
 }
 
 // loop receives until the connection fails or the subscription is closed.
@@ -167,10 +116,7 @@ func (s *subscription) loop() {
 	for {
 		msg, err := s.ps.ReceiveTimeout(ctx, s.health)
 		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
+			if errors.Is(s.state.Err(), backend.ErrClosed) {
 				return
 			}
 			var ne net.Error
@@ -190,28 +136,17 @@ func (s *subscription) loop() {
 				s.h.Message(backend.Message{Channel: m.Channel, Payload: m.Payload})
 			}
 		case *redis.Subscription:
-			s.confirm(m.Kind + " " + m.Channel)
+			s.state.Confirm(m.Kind, m.Channel)
 		}
 	}
 }
 
-func (s *subscription) confirm(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.pending[key] {
-		close(w)
-	}
-	delete(s.pending, key)
-}
-
+// drop records the connection's loss and tells the handler, unless the
+// subscription was closed.
 func (s *subscription) drop(err error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.state.Drop(err) {
 		return
 	}
-	s.dead = err
-	s.mu.Unlock()
 	_ = s.ps.Close()
 	if s.h.Dropped != nil {
 		s.h.Dropped(err)
