@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -296,7 +298,7 @@ func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, wa
 		violations++
 		t.Errorf("%d operations: porcupine says %s", len(rec.ops), res)
 		if res == porcupine.Illegal {
-			explainIllegal(t, rec.ops, info)
+			explainIllegal(t, semModel(p.limit), rec.ops, info)
 		}
 	}
 	// Every client returned and released: every permit is free now.
@@ -348,9 +350,10 @@ func heldAfter(t *testing.T, d driver, addr string, p prim) int {
 }
 
 // explainIllegal logs the longest partial linearization porcupine found
-// and the operations that could not follow it.
-func explainIllegal(t *testing.T, ops []porcupine.Operation, info porcupine.LinearizationInfo) {
-	m := semModel(1)
+// and the operations around its end, in the order they were called, and,
+// when LATCHKIT_PORCUPINE_DIR is set, writes porcupine's visualization of
+// the history there (one HTML file per illegal history).
+func explainIllegal(t *testing.T, m porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) {
 	for _, part := range info.PartialLinearizationsOperations() {
 		longest := []porcupine.Operation{}
 		for _, lin := range part {
@@ -362,15 +365,36 @@ func explainIllegal(t *testing.T, ops []porcupine.Operation, info porcupine.Line
 			continue
 		}
 		last := longest[len(longest)-1]
-		t.Logf("longest legal prefix: %d of %d operations, ending with %s at %v",
-			len(longest), len(ops), m.DescribeOperation(last.Input, last.Output), time.Duration(last.Return))
-		shown := 0
+		t.Logf("longest legal prefix: %d of %d operations, ending with %s [%v, %v]",
+			len(longest), len(ops), m.DescribeOperation(last.Input, last.Output), time.Duration(last.Call), time.Duration(last.Return))
+		from, to := last.Return-int64(25*time.Millisecond), last.Return+int64(25*time.Millisecond)
+		var around []porcupine.Operation
 		for _, op := range ops {
-			if op.Call <= last.Return+int64(50*time.Millisecond) && op.Return >= last.Call && shown < 12 {
-				shown++
-				t.Logf("  around it: %s [%v, %v]", m.DescribeOperation(op.Input, op.Output), time.Duration(op.Call), time.Duration(op.Return))
+			if op.Call <= to && op.Return >= from {
+				around = append(around, op)
 			}
 		}
+		sort.Slice(around, func(i, j int) bool { return around[i].Call < around[j].Call })
+		for i, op := range around {
+			if i == 60 {
+				t.Logf("  ... and %d more", len(around)-i)
+				break
+			}
+			t.Logf("  around it: %s [%v, %v]", m.DescribeOperation(op.Input, op.Output), time.Duration(op.Call), time.Duration(op.Return))
+		}
+	}
+	if dir := os.Getenv("LATCHKIT_PORCUPINE_DIR"); dir != "" {
+		f, err := os.CreateTemp(dir, "illegal-*.html")
+		if err != nil {
+			t.Logf("visualization: %v", err)
+			return
+		}
+		defer f.Close()
+		if err := porcupine.Visualize(m, info, f); err != nil {
+			t.Logf("visualization: %v", err)
+			return
+		}
+		t.Logf("visualization: %s", f.Name())
 	}
 }
 
