@@ -65,7 +65,8 @@ func (e *Error) Unwrap() []error {
 }
 
 // Wrap classifies a driver error for an adapter: as ErrClosed, a
-// *ReplyError, or ErrUnavailable. isClosed and reply let the adapter say
+// *ReplyError, or ErrUnavailable (an error reply that says the command
+// could not run now, see transientReplies, included). isClosed and reply let the adapter say
 // what it knows about its driver's errors; reply returns the server's
 // message and true when err is an error reply.
 //
@@ -107,7 +108,7 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 	e := &Error{Class: ErrUnavailable, Cause: err}
 	if isClosed != nil && isClosed(err) {
 		e.Class = ErrClosed
-	} else if msg, ok := reply(err); ok {
+	} else if msg, ok := reply(err); ok && !transientReply(msg) {
 		e.Class = &ReplyError{Msg: msg}
 	}
 	switch {
@@ -117,6 +118,32 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 		return &Error{Class: context.DeadlineExceeded, Cause: e}
 	}
 	return e
+}
+
+// transientReplies are the prefixes of the error replies a server gives
+// before running a command it cannot run now: a Cluster's slot that moved
+// (MOVED), is migrating (ASK, and TRYAGAIN for keys split between the two
+// nodes), or is not served (CLUSTERDOWN); a server loading its data
+// (LOADING), a replica cut from its master (MASTERDOWN), a master demoted
+// to a replica by a failover (READONLY), or one short of the replicas its
+// min-replicas-to-write asks for (NOREPLICAS). The drivers follow
+// redirects and retry some of these a few times; what is left when they
+// stop is an outage that passes, not a refusal.
+var transientReplies = []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY", "NOREPLICAS"}
+
+// transientReply reports whether an error reply is one of
+// transientReplies: Wrap classifies it as ErrUnavailable (the driver's
+// error still reachable), not as a *ReplyError, which says the command
+// ran and refused. A waiting acquisition and the renewer try again; a
+// single attempt reports Redis unavailable, and, as for any unavailable
+// Redis, what the attempt may have left is given back.
+func transientReply(msg string) bool {
+	for _, p := range transientReplies {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownDeadline is a driver's error that matches a context error while the

@@ -151,3 +151,46 @@ func TestWrapDriversOwnDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestWrapClusterTransientReplies: the replies a Redis Cluster or a
+// failing-over server gives before running a command (a slot moving or
+// migrating, the cluster down, a server loading its data or demoted to a
+// replica) are transient: ErrUnavailable, so that a waiting Lock and the
+// renewer ride them out, never a *ReplyError, which says the script ran
+// and refused. Any other error reply stays a *ReplyError.
+func TestWrapClusterTransientReplies(t *testing.T) {
+	reply := func(err error) (string, bool) { return err.Error(), true }
+	for _, msg := range []string{
+		"MOVED 3999 127.0.0.1:6381",
+		"ASK 3999 127.0.0.1:6381",
+		"TRYAGAIN Multiple keys request during rehashing of slot",
+		"CLUSTERDOWN The cluster is down",
+		"CLUSTERDOWN Hash slot not served",
+		"LOADING Redis is loading the dataset in memory",
+		"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+		"READONLY You can't write against a read only replica.",
+		"NOREPLICAS Not enough good replicas to write.",
+	} {
+		cause := errors.New(msg)
+		err := backend.Wrap(context.Background(), cause, nil, reply)
+		var re *backend.ReplyError
+		if !errors.Is(err, backend.ErrUnavailable) || errors.As(err, &re) {
+			t.Errorf("%q: %v, want ErrUnavailable and no *ReplyError", msg, err)
+		}
+		if !errors.Is(err, cause) {
+			t.Errorf("%q: %v, want the driver's error reachable", msg, err)
+		}
+	}
+	for _, msg := range []string{
+		"ERR Error running script (call to f_x): @user_script:1: user_script:1: bad",
+		"WRONGTYPE Operation against a key holding the wrong kind of value",
+		"NOSCRIPT No matching script. Please use EVAL.",
+		"ERR unknown command 'MOVEDX'",
+	} {
+		err := backend.Wrap(context.Background(), errors.New(msg), nil, reply)
+		var re *backend.ReplyError
+		if errors.Is(err, backend.ErrUnavailable) || !errors.As(err, &re) {
+			t.Errorf("%q: %v, want a *ReplyError and not ErrUnavailable", msg, err)
+		}
+	}
+}

@@ -305,13 +305,15 @@ func wrap(ctx context.Context, err error) error {
 		})
 }
 
-// replyMsg is the message of an error reply, with a word of explanation
-// when it says that the server is a Cluster node.
+// replyMsg is the message of an error reply, explained first when it says
+// that the server is a Cluster node: that is no passing redirect (which
+// backend.Wrap would read as Redis unavailable for now) but a pool that
+// can never work, a *backend.ReplyError.
 func replyMsg(e redis.Error) string {
 	msg := strings.TrimSpace(string(e))
 	for _, p := range []string{"MOVED ", "ASK ", "CROSSSLOT "} {
 		if strings.HasPrefix(msg, p) {
-			return msg + " (the redigo adapter serves a single server; a Redis Cluster needs the goredis or rueidis adapter)"
+			return "the redigo adapter serves a single server, not a Redis Cluster (use the goredis or rueidis adapter): " + msg
 		}
 	}
 	return msg
