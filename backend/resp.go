@@ -176,6 +176,7 @@ type RESPBuild[C any] interface {
 // used here; H is its PubSubHooks.
 type RESPDedicated[C, R, H any] interface {
 	Do(ctx context.Context, cmd C) R
+	DoMulti(ctx context.Context, multi ...C) []R
 	SetPubSubHooks(hooks H) <-chan error
 	Close()
 }
@@ -192,6 +193,10 @@ type respDriver[C, R any] struct {
 	// dedicate opens a connection for a subscription, delivering its
 	// messages, and reports its end on ended.
 	dedicate func(deliver func(Message)) (conn respConn[C, R], ended <-chan error)
+	// pinned calls f with a DoMulti on one connection taken from the
+	// client's pool (on a Cluster, to the master of the first keyed
+	// command's slot, following no redirect), and puts it back.
+	pinned func(f func(doMulti func(ctx context.Context, cmds ...C) []R))
 	closed   []error // the driver's errors for a closed client
 	cluster  func() bool
 	as       func(target any) bool
@@ -270,6 +275,11 @@ func NewRESP[
 			dc, cancel := c.Dedicate()
 			ended := dc.SetPubSubHooks(hooks(deliver))
 			return respConn[C, R]{do: dc.Do, close: func() { dc.Close(); cancel() }}, ended
+		},
+		pinned: func(f func(doMulti func(ctx context.Context, cmds ...C) []R)) {
+			dc, cancel := c.Dedicate()
+			defer cancel()
+			f(dc.DoMulti)
 		},
 		closed:  closed,
 		cluster: func() bool { return c.Mode() == "cluster" },
@@ -400,12 +410,18 @@ func (r *RESP[C, R, M, P, E]) doMulti(ctx context.Context, calls []Call, cmds []
 	return res
 }
 
-// EvalAck runs s and then WAIT replicas timeout with DoMulti (see
-// ReplicaAcker): these drivers send a batch holding a blocking command
-// (WAIT) on one dedicated connection, so WAIT counts the script's writes.
-// On a Cluster the keyless WAIT follows the script's slot to its master. A
-// NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
-// ctx's end (see RESP).
+// EvalAck runs s and then WAIT replicas timeout (see ReplicaAcker) in one
+// DoMulti on one connection taken from the client's pool, which the pair
+// holds until both replied, so WAIT counts the script's writes and nothing
+// else. On a Cluster it is a connection to the master of the keys' slot in
+// the client's slot map, and a redirect is not followed: a slot that moved
+// is answered MOVED (the driver then refreshes its map) and migrating ASK
+// or TRYAGAIN, each of which EvalAck returns as ErrUnavailable, having run
+// nothing. A DoMulti of the client itself would follow the script's MOVED
+// alone to the slot's new master, while the old master answered WAIT for a
+// connection that wrote nothing there: every replica, for a grant that no
+// replica may have. A NOSCRIPT answer to EVALSHA sends the pair again with
+// EVAL on the same connection. It returns by ctx's end (see RESP).
 func (r *RESP[C, R, M, P, E]) EvalAck(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (Value, int, error) {
 	return RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (Value, int, error) {
 		return r.evalAck(ctx, s, keys, args, replicas, timeout)
@@ -413,12 +429,20 @@ func (r *RESP[C, R, M, P, E]) EvalAck(ctx context.Context, s *Script, keys, args
 }
 
 // evalAck is EvalAck on the caller's goroutine.
-func (r *RESP[C, R, M, P, E]) evalAck(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (Value, int, error) {
+func (r *RESP[C, R, M, P, E]) evalAck(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (v Value, n int, err error) {
+	r.d.pinned(func(doMulti func(ctx context.Context, cmds ...C) []R) {
+		v, n, err = r.ackOn(ctx, doMulti, s, keys, args, replicas, timeout)
+	})
+	return v, n, err
+}
+
+// ackOn is evalAck on one connection's doMulti.
+func (r *RESP[C, R, M, P, E]) ackOn(ctx context.Context, doMulti func(ctx context.Context, cmds ...C) []R, s *Script, keys, args []string, replicas int, timeout time.Duration) (Value, int, error) {
 	send := func(source bool) []R {
 		// Commands are built anew for each DoMulti: the driver recycles
 		// those it sent.
 		wait := r.d.wait(int64(replicas), max(timeout.Milliseconds(), 1))
-		return r.d.doMulti(ctx, r.d.script(s, keys, args, source), wait)
+		return doMulti(ctx, r.d.script(s, keys, args, source), wait)
 	}
 	res := send(false)
 	if IsNoScript(r.wrap(ctx, res[0].Error())) {

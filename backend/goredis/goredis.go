@@ -281,7 +281,11 @@ func wrap(ctx context.Context, err error) error {
 
 // EvalAck runs s and then WAIT replicas timeout in one pipeline, so both go
 // out on one connection (WAIT counts only that connection's writes). On a
-// ClusterClient the pipeline goes to the master of keys[0]'s slot. A
+// ClusterClient the pipeline goes to the master of keys[0]'s slot in the
+// client's slot map, which follows no redirect: a slot that moved is
+// answered MOVED, which makes the client reload its slot map (go-redis
+// otherwise reloads it only every minute), and a migrating one ASK or
+// TRYAGAIN; EvalAck returns each as ErrUnavailable, having run nothing. A
 // NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
 // ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
@@ -293,7 +297,8 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 // evalAck is EvalAck on the caller's goroutine.
 func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	var c redis.Cmdable = b.c
-	if cc, ok := b.c.(*redis.ClusterClient); ok && len(keys) > 0 {
+	cc, _ := b.c.(*redis.ClusterClient)
+	if cc != nil && len(keys) > 0 {
 		m, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
 			return nil, 0, wrap(ctx, err)
@@ -320,6 +325,9 @@ func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []s
 	}
 	v, err := cmd.Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
+		if cc != nil && redis.HasErrorPrefix(err, "MOVED") {
+			cc.ReloadState(ctx)
+		}
 		return nil, 0, wrap(ctx, err)
 	}
 	n, err := wait.Int64()

@@ -3,16 +3,23 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Cluster is a Redis Cluster of masters without replicas, on loopback.
+// Cluster is a Redis Cluster on loopback: its masters, and their
+// replicas when it has any.
 type Cluster struct {
-	Addrs []string
-	Nodes []*Server
+	Addrs []string  // the masters' addresses, as Nodes
+	Nodes []*Server // the masters
+	// Replicas[i] are the replicas of Nodes[i] (none by StartCluster).
+	Replicas [][]*Server
+	all      []*Server // every node, masters and replicas
 }
 
 // StartCluster starts masters cluster-enabled servers, joins them with
@@ -20,23 +27,38 @@ type Cluster struct {
 // cluster_state:ok, and stops them when t ends.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	return startCluster(t, masters, 0)
+}
+
+// StartClusterWithReplicas is StartCluster with replicas replicas per
+// master, each connected and in sync with its master when it returns.
+func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	return startCluster(t, masters, replicas)
+}
+
+func startCluster(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
 	Require(t, "redis-cli")
 	start := time.Now()
 	c := &Cluster{}
-	for i := 0; i < masters; i++ {
+	var all []*Server
+	for i := 0; i < masters*(1+replicas); i++ {
 		s := Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000")
-		c.Nodes = append(c.Nodes, s)
-		c.Addrs = append(c.Addrs, s.Addr)
+		all = append(all, s)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args := []string{"--cluster", "create"}
+	for _, s := range all {
+		args = append(args, s.Addr)
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	out, err := exec.Command("redis-cli", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, s := range c.Nodes {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range all {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			v, err := s.Do(ctx, "CLUSTER", "INFO")
@@ -45,12 +67,19 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("cluster node %s not ok after 20s: %v %v", s.Addr, v, err)
+				t.Fatalf("cluster node %s not ok after 30s: %v %v", s.Addr, v, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	t.Logf("cluster of %d masters ready in %v", masters, time.Since(start).Round(time.Millisecond))
+	c.all = all
+	if err := c.ReadRoles(context.Background(), time.Until(deadline)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != masters || len(c.all)-len(c.Nodes) != masters*replicas {
+		t.Fatalf("cluster of %d masters and %d replicas, want %d and %d", len(c.Nodes), len(c.all)-len(c.Nodes), masters, masters*replicas)
+	}
+	t.Logf("cluster of %d masters (%d replicas each) ready in %v", masters, replicas, time.Since(start).Round(time.Millisecond))
 	return c
 }
 
@@ -61,5 +90,196 @@ func (c *Cluster) Do(ctx context.Context, args ...any) error {
 			return fmt.Errorf("%s: %w", s.Addr, err)
 		}
 	}
+	return nil
+}
+
+// ID is node i's cluster node id (CLUSTER MYID).
+func (c *Cluster) ID(ctx context.Context, i int) (string, error) {
+	v, err := c.Nodes[i].Do(ctx, "CLUSTER", "MYID")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprint(v), nil
+}
+
+// Slot is the hash slot of key (CLUSTER KEYSLOT).
+func (c *Cluster) Slot(ctx context.Context, key string) (int, error) {
+	v, err := c.Nodes[0].Do(ctx, "CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("CLUSTER KEYSLOT %q: %v", key, v)
+	}
+	return int(n), nil
+}
+
+// Owner is the index in Nodes of the master that serves slot, as master
+// from says (CLUSTER SLOTS).
+func (c *Cluster) Owner(ctx context.Context, from, slot int) (int, error) {
+	v, err := c.Nodes[from].Do(ctx, "CLUSTER", "SLOTS")
+	if err != nil {
+		return 0, err
+	}
+	ranges, _ := v.([]any)
+	for _, r := range ranges {
+		f, _ := r.([]any)
+		if len(f) < 3 {
+			continue
+		}
+		lo, _ := f[0].(int64)
+		hi, _ := f[1].(int64)
+		node, _ := f[2].([]any)
+		if int64(slot) < lo || int64(slot) > hi || len(node) < 2 {
+			continue
+		}
+		addr := net.JoinHostPort(fmt.Sprint(node[0]), fmt.Sprint(node[1]))
+		if i := slices.Index(c.Addrs, addr); i >= 0 {
+			return i, nil
+		}
+		return 0, fmt.Errorf("slot %d is served by %s, not a master of %v", slot, addr, c.Addrs)
+	}
+	return 0, fmt.Errorf("slot %d is served by no node", slot)
+}
+
+// BeginMigration opens the migration of slot from master from to master
+// to: to is IMPORTING it, from MIGRATING it (CLUSTER SETSLOT). Until
+// EndMigration, from serves the slot's keys it still has, answers ASK for
+// a command none of whose keys it has, and TRYAGAIN for a command over
+// several keys of which it has some.
+func (c *Cluster) BeginMigration(ctx context.Context, slot, from, to int) error {
+	fromID, err := c.ID(ctx, from)
+	if err != nil {
+		return err
+	}
+	toID, err := c.ID(ctx, to)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Nodes[to].Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID); err != nil {
+		return fmt.Errorf("SETSLOT IMPORTING on %s: %w", c.Addrs[to], err)
+	}
+	if _, err := c.Nodes[from].Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID); err != nil {
+		return fmt.Errorf("SETSLOT MIGRATING on %s: %w", c.Addrs[from], err)
+	}
+	return nil
+}
+
+// MoveKeys moves every key of slot from master from to master to
+// (CLUSTER GETKEYSINSLOT, then MIGRATE ... KEYS, as redis-cli does), in
+// batches of 100, each key keeping its TTL. The slot must be migrating
+// (BeginMigration). It returns how many keys it moved.
+func (c *Cluster) MoveKeys(ctx context.Context, slot, from, to int) (int, error) {
+	host, port, err := net.SplitHostPort(c.Addrs[to])
+	if err != nil {
+		return 0, err
+	}
+	moved := 0
+	for {
+		v, err := c.Nodes[from].Do(ctx, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+		if err != nil {
+			return moved, err
+		}
+		keys, _ := v.([]any)
+		if len(keys) == 0 {
+			return moved, nil
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "REPLACE", "KEYS"}
+		args = append(args, keys...)
+		if _, err := c.Nodes[from].Do(ctx, args...); err != nil {
+			return moved, fmt.Errorf("MIGRATE from %s to %s: %w", c.Addrs[from], c.Addrs[to], err)
+		}
+		moved += len(keys)
+	}
+}
+
+// EndMigration gives slot to master to (CLUSTER SETSLOT ... NODE), told
+// to to first, then to every other master, as redis-cli does: from then
+// on the former owner answers MOVED for the slot.
+func (c *Cluster) EndMigration(ctx context.Context, slot, to int) error {
+	toID, err := c.ID(ctx, to)
+	if err != nil {
+		return err
+	}
+	order := []int{to}
+	for i := range c.Nodes {
+		if i != to {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		if _, err := c.Nodes[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID); err != nil {
+			return fmt.Errorf("SETSLOT NODE on %s: %w", c.Addrs[i], err)
+		}
+	}
+	return nil
+}
+
+// MigrateSlot moves slot, and every key in it, from master from to master
+// to: BeginMigration, MoveKeys, EndMigration.
+func (c *Cluster) MigrateSlot(ctx context.Context, slot, from, to int) error {
+	if err := c.BeginMigration(ctx, slot, from, to); err != nil {
+		return err
+	}
+	if _, err := c.MoveKeys(ctx, slot, from, to); err != nil {
+		return err
+	}
+	return c.EndMigration(ctx, slot, to)
+}
+
+// ReadRoles sets Nodes, Addrs and Replicas from what every node says it is
+// (ROLE), as a failover changes it: it waits, up to within, until every
+// node is a master or a replica whose link to its master is up, and every
+// replica follows a master of the cluster. A node that is down (killed,
+// not restarted) is left out.
+func (c *Cluster) ReadRoles(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := c.readRoles(ctx)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) readRoles(ctx context.Context) error {
+	var nodes []*Server
+	masterOf := map[*Server]string{}
+	for _, s := range c.all {
+		if s.Pid() == 0 {
+			continue // down
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		v, err := s.Do(rctx, "ROLE")
+		cancel()
+		role, _ := v.([]any)
+		switch {
+		case err == nil && len(role) > 0 && role[0] == "master":
+			nodes = append(nodes, s)
+		case err == nil && len(role) >= 4 && role[0] == "slave" && role[3] == "connected":
+			masterOf[s] = net.JoinHostPort(fmt.Sprint(role[1]), fmt.Sprint(role[2]))
+		default:
+			return fmt.Errorf("cluster node %s: ROLE %v %v, neither a master nor a connected replica", s.Addr, v, err)
+		}
+	}
+	addrs := make([]string, len(nodes))
+	for i, s := range nodes {
+		addrs[i] = s.Addr
+	}
+	replicas := make([][]*Server, len(nodes))
+	for s, m := range masterOf {
+		i := slices.Index(addrs, m)
+		if i < 0 {
+			return fmt.Errorf("replica %s follows %s, not a master of the cluster %v", s.Addr, m, addrs)
+		}
+		replicas[i] = append(replicas[i], s)
+	}
+	c.Nodes, c.Addrs, c.Replicas = nodes, addrs, replicas
 	return nil
 }
