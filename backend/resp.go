@@ -196,10 +196,10 @@ type respDriver[C, R any] struct {
 	// pinned calls f with a DoMulti on one connection taken from the
 	// client's pool (on a Cluster, to the master of the first keyed
 	// command's slot, following no redirect), and puts it back.
-	pinned func(f func(doMulti func(ctx context.Context, cmds ...C) []R))
-	closed   []error // the driver's errors for a closed client
-	cluster  func() bool
-	as       func(target any) bool
+	pinned  func(f func(doMulti func(ctx context.Context, cmds ...C) []R))
+	closed  []error // the driver's errors for a closed client
+	cluster func() bool
+	as      func(target any) bool
 }
 
 // respConn is a dedicated connection: do sends on it, close closes it.
