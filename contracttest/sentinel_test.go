@@ -137,8 +137,10 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 
 // TestSentinelFailoverKeepsAckedGrant: a grant acknowledged by the replica
 // (WithReplicaAck(1, ...)) survives the master's SIGKILL and the failover:
-// a second owner is refused, the first holder extends and releases its
-// lease on the new master, and the next grant's fence is above its own.
+// a second owner is refused; the first holder's Extend on the new master,
+// which has no replica left to acknowledge it, fails with ErrNotReplicated
+// while its lease stays live until its TTL; it releases the lease on the
+// new master, and the next grant's fence is above its own.
 func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 	for _, drv := range sentinelClients {
 		t.Run(drv.name, func(t *testing.T) {
@@ -171,12 +173,24 @@ func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 				t.Fatalf("after the failover a second owner got %v, want ErrNotAcquired: the acknowledged grant was lost", err)
 			}
 			t.Logf("the new master refused a second owner %v after the kill", time.Since(killed).Round(time.Millisecond))
-			if err := untilReachable(ctx, t, "extend", func(ctx context.Context) error { return l1.Extend(ctx, ttl) }); err != nil {
-				t.Fatalf("the holder could not extend on the new master: %v", err)
+			// The new master has no replica left (its old master is
+			// dead): an extension is made there but not acknowledged, so
+			// it does not move the lease's deadline, and says so.
+			for {
+				octx, cancel := context.WithTimeout(ctx, 3*time.Second) // WAIT waits 1 s
+				err := l1.Extend(octx, ttl)
+				cancel()
+				if errors.Is(err, primitives.ErrNotReplicated) {
+					break
+				}
+				if err == nil || !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("the holder's Extend on a new master without replicas: %v, want ErrNotReplicated", err)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			select {
 			case <-l1.Context().Done():
-				t.Fatal("the surviving lease's Context ended")
+				t.Fatal("the surviving lease's Context ended before its TTL")
 			default:
 			}
 			if err := l1.Release(ctx); err != nil {
@@ -199,4 +213,84 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestSentinelFailoverAckedLeaseEndsWithItsReplicatedExpiry: a lease taken
+// with WithReplicaAck is exclusive across a failover only as far as the
+// replica has it. The holder (TTL 4 s, auto-extend every 1.3 s) is
+// granted and acknowledged; the replica then falls behind (SIGSTOP, its
+// link cut) for 2.7 s, over two renewals that only the master has; the master is killed,
+// the replica continued and promoted: its copy of the lock expires at the
+// grant's TTL. (The replica's link is cut as it is paused, so that it does
+// not find the renewals in its socket when it continues.) A second client (plain grants) tries until it is granted.
+// The holder's Context must have ended by then: a renewal that its
+// replicas did not acknowledge does not move the lease's deadline, so
+// the deadline stays within what a promoted replica holds.
+//
+// Before, unacknowledged renewals moved the deadline: the holder's
+// Context stayed live while the second client held the lock.
+func TestSentinelFailoverAckedLeaseEndsWithItsReplicatedExpiry(t *testing.T) {
+	for _, drv := range sentinelClients {
+		t.Run(drv.name, func(t *testing.T) {
+			t.Parallel()
+			s := redistest.StartSentinel(t)
+			b1, b2 := drv.new(t, s), drv.new(t, s)
+			ctx := ctxT(t, 60*time.Second)
+			const ttl = 4 * time.Second
+
+			m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 100*time.Millisecond))
+			granted := time.Now()
+			l1, err := m1.TryLock(ctx)
+			if err != nil {
+				t.Fatalf("acknowledged grant with a healthy replica: %v", err)
+			}
+			t.Cleanup(func() { l1.Release(context.Background()) })
+			time.Sleep(300 * time.Millisecond)
+			// The replica falls behind: paused, and its link cut, so
+			// that what the master writes from now on is not in the
+			// replica's socket either.
+			s.Replica.Pause()
+			paused := true
+			defer func() {
+				if paused {
+					s.Replica.Resume()
+				}
+			}()
+			if _, err := s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2700 * time.Millisecond)
+			old := s.Master.Addr
+			s.Master.Kill()
+			s.Replica.Resume()
+			paused = false
+			s.WaitFailover(ctx, t, old)
+			t.Logf("failover %v after the grant", time.Since(granted).Round(time.Millisecond))
+
+			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+			var l2 latchkit.Lease
+			for giveUp := time.Now().Add(20 * time.Second); ; {
+				err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
+					l2, err = m2.TryLock(ctx)
+					return err
+				})
+				if err == nil {
+					break
+				}
+				if time.Now().After(giveUp) {
+					t.Fatalf("the second owner was never granted the lock (%v): the first lease was kept on the new master, which this test does not set out to show", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			at := time.Now()
+			defer l2.Release(context.Background())
+			t.Logf("second owner granted %v after the first grant", at.Sub(granted).Round(time.Millisecond))
+			if l1.Context().Err() == nil {
+				t.Errorf("the second owner was granted the lock while the first holder's Context was live (its deadline moved by renewals no replica had)")
+			}
+			if l2.Fence() <= l1.Fence() {
+				t.Errorf("fence %d after the failover, not above the first holder's %d", l2.Fence(), l1.Fence())
+			}
+		})
+	}
 }

@@ -118,7 +118,7 @@ func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, 
 }
 
 func (s *fairSemaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, s, token, ttl)
+	return extendBy(ctx, s, &s.cfg, token, ttl)
 }
 
 func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error) {

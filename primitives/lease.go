@@ -194,6 +194,20 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	held, err := l.h.extend(ctx, l.token, ttl)
 	if err != nil {
+		if held {
+			// Extended on the master, not acknowledged by its replicas
+			// (WithReplicaAck, see extendBy): the deadline may come
+			// closer (a shorter TTL), never go further.
+			l.mu.Lock()
+			l.ttl = ttl
+			if d := start.Add(ttl - drift(ttl)); d.Before(l.deadline) && !l.done {
+				l.deadline = d
+				if l.timer != nil {
+					l.timer.Reset(time.Until(d))
+				}
+			}
+			l.mu.Unlock()
+		}
 		return l.opErr("extend", err)
 	}
 	if !held {

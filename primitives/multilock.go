@@ -258,7 +258,7 @@ func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
 
 func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	if !ml.split {
-		return extendBy(ctx, ml, token, ttl)
+		return extendBy(ctx, ml, &ml.cfg, token, ttl)
 	}
 	for _, m := range ml.parts {
 		if held, err := m.extend(ctx, token, ttl); err != nil || !held {

@@ -178,7 +178,7 @@ func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, m, token, ttl)
+	return extendBy(ctx, m, &m.cfg, token, ttl)
 }
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {

@@ -94,10 +94,19 @@ func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.in
 // and the attempt fails with an error matching ErrNotReplicated; Lock does
 // not retry it.
 //
-// WAIT makes each acquisition wait for the replicas' acknowledgement (a
-// round trip to them, at most timeout): keep timeout well below the TTL
-// and the client's read timeout. Extends and releases are not
-// acknowledged. The backend must implement backend.ReplicaAcker (both
+// Every extension, Extend's and the auto-extend's, is acknowledged the same
+// way: one that fewer replicas confirmed is made on the master but does not
+// move the lease's deadline (Extend returns an error matching
+// ErrNotReplicated; the renewer tries again), so that a lease's Context
+// always ends before the expiry that a promoted replica holds. A master
+// that has lost its replicas therefore grants nothing new, and its leases
+// end at their TTL. Releases are not acknowledged (a release a failover
+// loses leaves the lock taken until its TTL runs out, never held twice).
+//
+// WAIT makes each acquisition and extension wait for the replicas'
+// acknowledgement (a round trip to them, at most timeout): keep timeout
+// well below the TTL and the client's read timeout. Auto-extend renews
+// such leases one call each, not batched. The backend must implement backend.ReplicaAcker (both
 // bundled adapters do); otherwise, and for n < 1 or timeout < 1ms, the
 // constructor returns an error wrapping latchkit.ErrInvalid. A Redlock
 // refuses it: its quorum of independent instances is its replication.

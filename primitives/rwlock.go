@@ -126,7 +126,7 @@ func (rw *rwlock) acquire(ctx context.Context, kind latchkit.Kind, try bool) (la
 type rwReader struct{ *rwlock }
 
 func (r rwReader) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, r, token, ttl)
+	return extendBy(ctx, r, &r.cfg, token, ttl)
 }
 
 func (r rwReader) release(ctx context.Context, token string) (bool, error) {
@@ -140,7 +140,7 @@ func (r rwReader) ttl(ctx context.Context, token string) (time.Duration, bool, e
 type rwWriter struct{ *rwlock }
 
 func (w rwWriter) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, w, token, ttl)
+	return extendBy(ctx, w, &w.cfg, token, ttl)
 }
 
 func (w rwWriter) release(ctx context.Context, token string) (bool, error) {

@@ -87,7 +87,7 @@ func (s *semaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, erro
 }
 
 func (s *semaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, s, token, ttl)
+	return extendBy(ctx, s, &s.cfg, token, ttl)
 }
 
 func (s *semaphore) release(ctx context.Context, token string) (bool, error) {
