@@ -246,6 +246,7 @@ type rig struct {
 	acquire []func(context.Context) (latchkit.Lease, error)
 	excl    []bool
 	limit   int
+	ttl     time.Duration // the primitives' TTL; 0: the const ttl
 	hist    *history
 	// holdingNow[w] is set while worker w holds a grant.
 	holdingNow [workers]atomic.Bool
@@ -265,6 +266,14 @@ func newRig(t *testing.T, d driver, p prim) *rig {
 		r.proxies, r.acquire, r.excl = append(r.proxies, px), append(r.acquire, acq), append(r.excl, excl)
 	}
 	return r
+}
+
+// leaseTTL is the TTL of r's primitives.
+func (r *rig) leaseTTL() time.Duration {
+	if r.ttl > 0 {
+		return r.ttl
+	}
+	return ttl
 }
 
 // work runs worker w until stop: Lock, hold for holdFor (or until the lease
@@ -383,8 +392,8 @@ func (r *rig) check(t *testing.T, fencesAcrossEpochs bool) int {
 	}
 	// A lost lease was told before its TTL ran out.
 	for _, x := range h.holds {
-		if x.lost && x.end.After(x.start.Add(ttl)) {
-			fail("worker %d learned of its lost lease %v after its ttl", x.worker, x.end.Sub(x.start.Add(ttl)))
+		if x.lost && x.end.After(x.start.Add(r.leaseTTL())) {
+			fail("worker %d learned of its lost lease %v after its ttl", x.worker, x.end.Sub(x.start.Add(r.leaseTTL())))
 		}
 	}
 	// Fences: a grant asked for after another ended (so granted after it)
