@@ -629,10 +629,24 @@ partitioned from a client, for a grace after a pause or partition ends, and
 after a data loss until a grant restored the instance), and a violation is
 an overlap of valid leases or a fence not above that of a grant that ended
 before it was asked for, while the run stayed within the budget. On one
-Redis a violation is such a fence across data losses too, or an overlap not
-across a data loss. Anywhere, a call back more than 250 ms after its 500 ms
+Redis, and on a Redis Cluster of 3 masters (where the schedule also moves
+the lock's slot, with its keys, between two masters that are up and
+running, and partitions nobody: its clients reach the nodes directly), a
+violation is such a fence across data losses too, or an overlap not
+across a data loss (a kill or FLUSHALL of any master counts as one). Anywhere, a call back more than 250 ms after its 500 ms
 deadline is one. ` + "`-args -nemesis.seeds=2000 -nemesis.parallel=3`" + ` runs more
 seeds, ` + "`-args -nemesis.seed=N`" + ` replays one.
+
+The "resharding, failover" rows come from ` + "`TestReshardRun`" + ` (` + "`faults/reshard_run_test.go`" + `):
+on a Redis Cluster of 3 masters with a replica each, every primitive's 4
+clients (through the Cluster client of the driver named, TTL 800 ms) run
+while the slots of its names move between masters (each kept migrating
+150 ms: Redis answers TRYAGAIN and ASK meanwhile), then a master fails over
+on request and another is killed, its replica taking over. The "Sentinel
+failover to a stale replica" rows come from ` + "`TestSentinelRun`" + `
+(` + "`faults/sentinel_run_test.go`" + `, TTL 3 s, every client with ` + "`WithReplicaAck`" + `).
+A violation is what it is in the fault runs above. ` + "`-args -reshard.long`" + `
+moves slots for 20 s instead of 3.
 
 `)
 	fmt.Fprintf(&b, "| scenario | driver | primitive | operations | faults injected | violations |\n|---|---|---|---|---|---|\n")

@@ -26,9 +26,10 @@ const (
 	nemFlush                    // FLUSHALL on it: up, its data gone
 	nemPartition                // black-hole one client's proxy to the instance
 	nemHeal                     // let that proxy's bytes through again
+	nemMigrate                  // move the lock's slot to Cluster master Inst, with its keys
 )
 
-var nemKindNames = [...]string{"calm", "pause", "resume", "kill", "restart", "flushall", "partition", "heal"}
+var nemKindNames = [...]string{"calm", "pause", "resume", "kill", "restart", "flushall", "partition", "heal", "migrate"}
 
 func (k nemKind) String() string { return nemKindNames[k] }
 
@@ -48,6 +49,8 @@ func (s nemStep) String() string {
 		return "calm"
 	case nemPartition, nemHeal:
 		return fmt.Sprintf("%s client %d from %s", s.Kind, s.Client, instName(s.Inst))
+	case nemMigrate:
+		return fmt.Sprintf("migrate the lock's slot to %s", instName(s.Inst))
 	default:
 		return fmt.Sprintf("%s %s", s.Kind, instName(s.Inst))
 	}
@@ -384,6 +387,11 @@ type genConfig struct {
 	grace, recover     time.Duration // see budget
 	length             time.Duration // faults until then, then everything heals
 	minGap, maxGap     time.Duration // time between steps
+	// cluster: the instances are the masters of a Redis Cluster, whose
+	// clients reach every node directly (no proxy: no partition), and
+	// the lock's slot, on instance 0 at first, moves between them
+	// (nemMigrate) when both ends are up and running.
+	cluster bool
 }
 
 // generate returns the schedule of seed for cfg: steps at random gaps of
@@ -403,6 +411,7 @@ func generate(seed uint64, cfg genConfig) nemSchedule {
 		step   nemStep
 		weight int
 	}
+	owner := 0 // cluster: the master the lock's slot is on
 	at := gap()
 	for at < cfg.length {
 		cands := []cand{{nemStep{At: at, Kind: nemCalm}, 3}}
@@ -425,6 +434,12 @@ func generate(seed uint64, cfg genConfig) nemSchedule {
 				add(nemStep{Kind: nemFlush, Inst: i}, 1)
 			}
 			add(nemStep{Kind: nemKill, Inst: i}, 1)
+			if cfg.cluster {
+				if up := b.insts[owner]; i != owner && !in.paused && !up.paused && !up.down {
+					add(nemStep{Kind: nemMigrate, Inst: i}, 3)
+				}
+				continue // no proxies: no partition
+			}
 			var free []int // clients not partitioned from it
 			for c := 0; c < cfg.clients; c++ {
 				if in.parts&(1<<c) != 0 {
@@ -446,6 +461,9 @@ func generate(seed uint64, cfg genConfig) nemSchedule {
 			if pick -= c.weight; pick < 0 {
 				s.Steps = append(s.Steps, c.step)
 				b.apply(c.step)
+				if c.step.Kind == nemMigrate {
+					owner = c.step.Inst
+				}
 				break
 			}
 		}

@@ -213,3 +213,38 @@ func TestNemesisGenerator(t *testing.T) {
 		t.Logf("limit %d, %d instances: 500 seeds, %d steps: %v", cfg.limit, cfg.instances, steps, kinds)
 	}
 }
+
+// TestNemesisGeneratorCluster: a Cluster's schedules move the lock's slot
+// only between two masters that are up and running, from the one it is
+// on, never partition (there are no proxies), and use every other kind.
+func TestNemesisGeneratorCluster(t *testing.T) {
+	cfg := genConfig{instances: 3, clients: 4, limit: -1, grace: 750 * ms, recover: 250 * ms,
+		length: 1500 * ms, minGap: 20 * ms, maxGap: 300 * ms, cluster: true}
+	t.Logf("seed 7, Cluster:\n%s", generate(7, cfg))
+	kinds := map[nemKind]int{}
+	for seed := uint64(1); seed <= 500; seed++ {
+		s := generate(seed, cfg)
+		b := newBudget(cfg.instances, cfg.limit, cfg.grace, cfg.recover)
+		owner := 0
+		for i, st := range s.Steps {
+			kinds[st.Kind]++
+			if st.Kind == nemPartition || st.Kind == nemHeal {
+				t.Fatalf("seed %d step %d: %v on a Cluster\n%s", seed, i, st, s)
+			}
+			if st.Kind == nemMigrate {
+				from, to := b.insts[owner], b.insts[st.Inst]
+				if st.Inst == owner || from.paused || from.down || to.paused || to.down {
+					t.Fatalf("seed %d step %d: %v from %s (%+v) to %+v\n%s", seed, i, st, instName(owner), from, to, s)
+				}
+				owner = st.Inst
+			}
+			b.apply(st)
+		}
+	}
+	for _, k := range []nemKind{nemCalm, nemPause, nemResume, nemKill, nemRestart, nemFlush, nemMigrate} {
+		if kinds[k] == 0 {
+			t.Errorf("no %v step in 500 seeds", k)
+		}
+	}
+	t.Logf("500 seeds: %v", kinds)
+}

@@ -82,12 +82,22 @@ type nemConfig struct {
 	name    string
 	redlock bool
 	driver  driver
-	prim    prim // single Redis
+	prim    prim // single Redis, Cluster
+	// cluster, when set, is the driver's Cluster client: the primitive
+	// runs on a Redis Cluster of nemClusterN masters, whose lock's slot
+	// moves between them.
+	cluster *clusterDriver
 }
 
+// nemClusterN is the number of masters of the nemesis's Cluster.
+const nemClusterN = 3
+
 func (c nemConfig) instances() int {
-	if c.redlock {
+	switch {
+	case c.redlock:
 		return nemRedlockN
+	case c.cluster != nil:
+		return nemClusterN
 	}
 	return 1
 }
@@ -95,7 +105,7 @@ func (c nemConfig) instances() int {
 func (c nemConfig) genConfig() genConfig {
 	g := genConfig{instances: c.instances(), clients: nemClients, limit: -1,
 		grace: nemesisGrace(), recover: nemRecover, length: nemLength,
-		minGap: 20 * time.Millisecond, maxGap: 300 * time.Millisecond}
+		minGap: 20 * time.Millisecond, maxGap: 300 * time.Millisecond, cluster: c.cluster != nil}
 	if c.redlock {
 		g.limit = nemRedlockN - (nemRedlockN/2 + 1)
 		if *nemLimit >= 0 {
@@ -106,22 +116,29 @@ func (c nemConfig) genConfig() genConfig {
 }
 
 // nemConfigFor is the configuration seed runs on: even seeds a Redlock
-// (go-redis and rueidis in turn), odd seeds a single Redis (each driver
-// and primitive in turn), so that half the seeds go to the Redlock, whose
-// failures need more runs to show.
+// (each driver in turn), so that half the seeds go to the Redlock, whose
+// failures need more runs to show; of the odd seeds, those of the form
+// 4k+1 a single Redis and those of the form 4k+3 a Cluster (each driver
+// and primitive in turn).
 func nemConfigFor(cfgs []nemConfig, seed uint64) nemConfig {
-	var redlock, single []nemConfig
+	var redlock, single, cluster []nemConfig
 	for _, c := range cfgs {
-		if c.redlock {
+		switch {
+		case c.redlock:
 			redlock = append(redlock, c)
-		} else {
+		case c.cluster != nil:
+			cluster = append(cluster, c)
+		default:
 			single = append(single, c)
 		}
 	}
-	if seed%2 == 0 {
+	switch seed % 4 {
+	case 0, 2:
 		return redlock[(seed/2)%uint64(len(redlock))]
+	case 1:
+		return single[(seed/4)%uint64(len(single))]
 	}
-	return single[(seed/2)%uint64(len(single))]
+	return cluster[(seed/4)%uint64(len(cluster))]
 }
 
 // nemConfigs are the topologies, drivers and primitives.
@@ -135,6 +152,9 @@ func nemConfigs() []nemConfig {
 		case "Mutex", "Semaphore(2)", "FairMutex":
 			for _, d := range drivers {
 				out = append(out, nemConfig{name: "single/" + d.name + "/" + p.name, driver: d, prim: p})
+				if cd, ok := clusterDriverFor(d); ok {
+					out = append(out, nemConfig{name: "cluster/" + d.name + "/" + p.name, driver: d, prim: p, cluster: &cd})
+				}
 			}
 		}
 	}
@@ -145,6 +165,9 @@ func nemConfigs() []nemConfig {
 type nemRig struct {
 	cfg     nemConfig
 	srvs    []*redistest.Server
+	cl      *redistest.Cluster // cluster: srvs are its masters, in the schedule's order
+	slot    int                // cluster: the lock's slot
+	owner   int                // cluster: the index in srvs of the master it is on
 	proxies [][]*faultproxy.Proxy // [client][instance]
 	lock    []acquireFunc
 	try     []acquireFunc
@@ -155,11 +178,23 @@ type nemRig struct {
 
 func newNemRig(t *testing.T, cfg nemConfig) *nemRig {
 	r := &nemRig{cfg: cfg, hist: &nemHistory{failures: map[string]int{}}, limit: 1}
+	opts := []primitives.Option{primitives.WithTTL(nemTTL), primitives.WithPrefix("n:"),
+		primitives.WithWaiterTimeout(600 * time.Millisecond)}
+	if cfg.cluster != nil {
+		r.startCluster(t)
+		for c := 0; c < nemClients; c++ {
+			lock, try, _, err := cfg.prim.open(cfg.cluster.new(t, r.cl.Addrs), c, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.lock, r.try = append(r.lock, lock), append(r.try, try)
+			r.limit = cfg.prim.limit
+		}
+		return r
+	}
 	for i := 0; i < cfg.instances(); i++ {
 		r.srvs = append(r.srvs, redistest.Start(t))
 	}
-	opts := []primitives.Option{primitives.WithTTL(nemTTL), primitives.WithPrefix("n:"),
-		primitives.WithWaiterTimeout(600 * time.Millisecond)}
 	for c := 0; c < nemClients; c++ {
 		var pxs []*faultproxy.Proxy
 		var bs []backend.Backend
@@ -275,6 +310,64 @@ func (r *nemRig) do(t *testing.T, s nemStep) {
 		r.proxies[s.Client][s.Inst].Blackhole(true)
 	case nemHeal:
 		r.proxies[s.Client][s.Inst].Blackhole(false)
+	case nemMigrate:
+		r.migrate(t, s.Inst)
+	}
+}
+
+// startCluster starts the Cluster of a cluster configuration, lets the
+// masters left serve while one is down (as the faults need), and orders
+// srvs so that the lock's slot is on srvs[0], where schedules begin.
+func (r *nemRig) startCluster(t *testing.T) {
+	r.cl = redistest.StartCluster(t, nemClusterN)
+	keepHealthyNodesServing(t, r.cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	slot, err := r.cl.Slot(ctx, primitives.KeyBase("n:", "res"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := r.cl.Owner(ctx, 0, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.slot = slot
+	r.srvs = append([]*redistest.Server{r.cl.Nodes[owner]}, slices.Delete(slices.Clone(r.cl.Nodes), owner, owner+1)...)
+}
+
+// migrate moves the lock's slot, and its keys, from the master it is on
+// to srvs[to] (both up and running: the schedule sees to it), retrying
+// for up to 3 s what a master just restarted refuses. The schedule has
+// the slot on to from then on, whatever happens: a migration that fails
+// fails the test.
+func (r *nemRig) migrate(t *testing.T, to int) {
+	node := func(i int) int { return slices.Index(r.cl.Nodes, r.srvs[i]) }
+	from := r.owner
+	r.owner = to
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var err error
+	for {
+		if err = r.cl.BeginMigration(ctx, r.slot, node(from), node(to)); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Errorf("migrating the lock's slot from %s to %s: %v", instName(from), instName(to), err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		if _, err = r.cl.MoveKeys(ctx, r.slot, node(from), node(to)); err == nil {
+			if err = r.cl.EndMigration(ctx, r.slot, node(from), node(to)); err == nil {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Errorf("migrating the lock's slot from %s to %s: %v", instName(from), instName(to), err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -540,6 +633,9 @@ func TestNemesis(t *testing.T) {
 		}
 		prim, faults := "Mutex, Semaphore(2), FairMutex", fmt.Sprintf(
 			"%d seeds of random steps 20-300ms apart (%d in all): SIGSTOP, SIGCONT, SIGKILL, restart empty, FLUSHALL, one client's connections black-holed, healed", a.seeds, a.steps)
+		if strings.HasPrefix(topo, "Redis Cluster") {
+			faults = fmt.Sprintf("%d seeds of random steps 20-300ms apart (%d in all): the lock's slot moved between masters with its keys, SIGSTOP, SIGCONT, SIGKILL, restart empty, FLUSHALL of a master", a.seeds, a.steps)
+		}
 		if strings.HasPrefix(topo, "Redlock") {
 			prim = "Redlock(5)"
 			faults = fmt.Sprintf("%d seeds of random steps 20-300ms apart (%d in all): SIGSTOP, SIGCONT, SIGKILL, restart empty, FLUSHALL, one client's connections to one instance black-holed, healed; at most 2 of 5 instances impaired at once (grace %v)", a.seeds, a.steps, nemesisGrace())
@@ -554,8 +650,11 @@ func TestNemesis(t *testing.T) {
 }
 
 func topoOf(c nemConfig) string {
-	if c.redlock {
+	switch {
+	case c.redlock:
 		return fmt.Sprintf("Redlock over %d redis-server", nemRedlockN)
+	case c.cluster != nil:
+		return fmt.Sprintf("Redis Cluster of %d masters", nemClusterN)
 	}
 	return "one redis-server"
 }

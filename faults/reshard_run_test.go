@@ -129,7 +129,7 @@ func reshard(t *testing.T, ctx context.Context, cl *redistest.Cluster, migrateFo
 			if _, err := cl.MoveKeys(ctx, slot, from, to); err != nil {
 				t.Fatal(err)
 			}
-			if err := cl.EndMigration(ctx, slot, to); err != nil {
+			if err := cl.EndMigration(ctx, slot, from, to); err != nil {
 				t.Fatal(err)
 			}
 			moves++

@@ -225,7 +225,7 @@ func TestReshardMigratingSlot(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := cl.EndMigration(ctx, slot, to); err != nil {
+					if err := cl.EndMigration(ctx, slot, from, to); err != nil {
 						t.Fatal(err)
 					}
 					t.Logf("slot %d migrated for %v, %d keys moved", slot, time.Since(migrating).Round(time.Millisecond), moved)

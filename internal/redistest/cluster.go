@@ -195,22 +195,25 @@ func (c *Cluster) MoveKeys(ctx context.Context, slot, from, to int) (int, error)
 }
 
 // EndMigration gives slot to master to (CLUSTER SETSLOT ... NODE), told
-// to to first, then to every other master, as redis-cli does: from then
-// on the former owner answers MOVED for the slot.
-func (c *Cluster) EndMigration(ctx context.Context, slot, to int) error {
+// to to first, then to from, as redis-cli does: from then on the former
+// owner answers MOVED for the slot. The other masters learn it from the
+// cluster bus, and are told too, as a courtesy that speeds that up: each
+// for 100 ms at most, whatever it answers (it may be paused or down).
+func (c *Cluster) EndMigration(ctx context.Context, slot, from, to int) error {
 	toID, err := c.ID(ctx, to)
 	if err != nil {
 		return err
 	}
-	order := []int{to}
-	for i := range c.Nodes {
-		if i != to {
-			order = append(order, i)
-		}
-	}
-	for _, i := range order {
+	for _, i := range []int{to, from} {
 		if _, err := c.Nodes[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID); err != nil {
 			return fmt.Errorf("SETSLOT NODE on %s: %w", c.Addrs[i], err)
+		}
+	}
+	for i := range c.Nodes {
+		if i != to && i != from {
+			octx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, _ = c.Nodes[i].Do(octx, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+			cancel()
 		}
 	}
 	return nil
@@ -225,7 +228,7 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot, from, to int) error {
 	if _, err := c.MoveKeys(ctx, slot, from, to); err != nil {
 		return err
 	}
-	return c.EndMigration(ctx, slot, to)
+	return c.EndMigration(ctx, slot, from, to)
 }
 
 // ReadRoles sets Nodes, Addrs and Replicas from what every node says it is
