@@ -70,69 +70,62 @@ func untilReachable(ctx context.Context, t *testing.T, what string, op func(cont
 // server's clock in microseconds), so a store checking fences refuses the
 // first holder's late writes.
 func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
-	for _, drv := range sentinelClients {
-		t.Run(drv.name, func(t *testing.T) {
-			t.Parallel()
-			s := redistest.StartSentinel(t)
-			b1, b2 := drv.new(t, s), drv.new(t, s)
-			ctx := ctxT(t, 60*time.Second)
-			const ttl = 6 * time.Second
+	eachSentinelClient(t, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
+		const ttl = 6 * time.Second
 
-			s.Replica.Pause()
-			if _, err := s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-				t.Fatal(err)
-			}
-			// With WithReplicaAck the grant is refused and given back:
-			// nobody is told they hold a lock that cannot survive.
-			acked, _ := primitives.NewMutex(b1, "acked", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 200*time.Millisecond))
-			if l, err := acked.TryLock(ctx); !errors.Is(err, primitives.ErrNotReplicated) {
-				t.Fatalf("WithReplicaAck with the replica cut off: %v, %v, want ErrNotReplicated", l, err)
-			}
-			if v, err := s.Master.Do(ctx, "EXISTS", "latch:{acked}"); err != nil || v != int64(0) {
-				t.Fatalf("the refused grant was not given back: EXISTS %v %v", v, err)
-			}
-			// Without it the grant succeeds, on the master alone.
-			m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl))
-			l1, err := m1.TryLock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { l1.Release(context.Background()) })
+		if err := s.CutOffReplica(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// With WithReplicaAck the grant is refused and given back:
+		// nobody is told they hold a lock that cannot survive.
+		acked, _ := primitives.NewMutex(b1, "acked", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 200*time.Millisecond))
+		if l, err := acked.TryLock(ctx); !errors.Is(err, primitives.ErrNotReplicated) {
+			t.Fatalf("WithReplicaAck with the replica cut off: %v, %v, want ErrNotReplicated", l, err)
+		}
+		if v, err := s.Master.Do(ctx, "EXISTS", "latch:{acked}"); err != nil || v != int64(0) {
+			t.Fatalf("the refused grant was not given back: EXISTS %v %v", v, err)
+		}
+		// Without it the grant succeeds, on the master alone.
+		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl))
+		l1, err := m1.TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l1.Release(context.Background()) })
 
-			killed := time.Now()
-			old := s.Master.Addr
-			s.Master.Kill()
-			s.Replica.Resume()
-			s.WaitFailover(ctx, t, old)
-			t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
+		killed := time.Now()
+		old := s.Master.Addr
+		s.Master.Kill()
+		s.Replica.Resume()
+		s.WaitFailover(ctx, t, old)
+		t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
 
-			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
-			var l2 latchkit.Lease
-			err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
-				l2, err = m2.TryLock(ctx)
-				return err
-			})
-			if err != nil {
-				t.Fatalf("after the failover the second owner was refused (%v): the recipe did not lose the grant", err)
-			}
-			t.Logf("the second owner was granted the lock %v after the kill: two holders", time.Since(killed).Round(time.Millisecond))
-			defer l2.Release(context.Background())
-			if l2.Fence() <= l1.Fence() {
-				t.Errorf("fence %d after the failover, not above the lost grant's %d: fences went backwards", l2.Fence(), l1.Fence())
-			}
-			// The first holder is told: its renewal finds another token and
-			// ends its Context before its TTL (counted from the grant) ends.
-			select {
-			case <-l1.Context().Done():
-				t.Logf("the first holder's Context ended %v after the kill", time.Since(killed).Round(time.Millisecond))
-			case <-time.After(ttl):
-				t.Fatal("the first holder's Context did not end although the lock is someone else's")
-			}
-			if err := l1.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
-				t.Errorf("release of the lost lease: %v, want ErrLeaseLost", err)
-			}
+		m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+		var l2 latchkit.Lease
+		err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
+			l2, err = m2.TryLock(ctx)
+			return err
 		})
-	}
+		if err != nil {
+			t.Fatalf("after the failover the second owner was refused (%v): the recipe did not lose the grant", err)
+		}
+		t.Logf("the second owner was granted the lock %v after the kill: two holders", time.Since(killed).Round(time.Millisecond))
+		defer l2.Release(context.Background())
+		if l2.Fence() <= l1.Fence() {
+			t.Errorf("fence %d after the failover, not above the lost grant's %d: fences went backwards", l2.Fence(), l1.Fence())
+		}
+		// The first holder is told: its renewal finds another token and
+		// ends its Context before its TTL (counted from the grant) ends.
+		select {
+		case <-l1.Context().Done():
+			t.Logf("the first holder's Context ended %v after the kill", time.Since(killed).Round(time.Millisecond))
+		case <-time.After(ttl):
+			t.Fatal("the first holder's Context did not end although the lock is someone else's")
+		}
+		if err := l1.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
+			t.Errorf("release of the lost lease: %v, want ErrLeaseLost", err)
+		}
+	})
 }
 
 // TestSentinelFailoverKeepsAckedGrant: a grant acknowledged by the replica
@@ -142,68 +135,75 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 // while its lease stays live until its TTL; it releases the lease on the
 // new master, and the next grant's fence is above its own.
 func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
+	eachSentinelClient(t, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
+		const ttl = 10 * time.Second
+
+		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, time.Second))
+		l1, err := m1.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("acknowledged grant with a healthy replica: %v", err)
+		}
+		killed := time.Now()
+		old := s.Master.Addr
+		s.Master.Kill()
+		s.WaitFailover(ctx, t, old)
+		t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
+
+		m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+		err = untilReachable(ctx, t, "second owner", func(ctx context.Context) error {
+			l, err := m2.TryLock(ctx)
+			if err == nil {
+				l.Release(ctx)
+			}
+			return err
+		})
+		if !errors.Is(err, latchkit.ErrNotAcquired) {
+			t.Fatalf("after the failover a second owner got %v, want ErrNotAcquired: the acknowledged grant was lost", err)
+		}
+		t.Logf("the new master refused a second owner %v after the kill", time.Since(killed).Round(time.Millisecond))
+		// The new master has no replica left (its old master is
+		// dead): an extension is made there but not acknowledged, so
+		// it does not move the lease's deadline, and says so.
+		for {
+			octx, cancel := context.WithTimeout(ctx, 3*time.Second) // WAIT waits 1 s
+			err := l1.Extend(octx, ttl)
+			cancel()
+			if errors.Is(err, primitives.ErrNotReplicated) {
+				break
+			}
+			if err == nil || !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the holder's Extend on a new master without replicas: %v, want ErrNotReplicated", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case <-l1.Context().Done():
+			t.Fatal("the surviving lease's Context ended before its TTL")
+		default:
+		}
+		if err := l1.Release(ctx); err != nil {
+			t.Fatalf("release on the new master: %v", err)
+		}
+		l2, err := m2.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+		defer l2.Release(context.Background())
+		if l2.Fence() <= l1.Fence() {
+			t.Errorf("fence went from %d to %d across the failover", l1.Fence(), l2.Fence())
+		}
+	})
+}
+
+// eachSentinelClient runs f once per driver, in parallel subtests, each on
+// a Sentinel deployment of its own with two clients and a minute's
+// context.
+func eachSentinelClient(t *testing.T, f func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context)) {
 	for _, drv := range sentinelClients {
 		t.Run(drv.name, func(t *testing.T) {
 			t.Parallel()
 			s := redistest.StartSentinel(t)
-			b1, b2 := drv.new(t, s), drv.new(t, s)
-			ctx := ctxT(t, 60*time.Second)
-			const ttl = 10 * time.Second
-
-			m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, time.Second))
-			l1, err := m1.TryLock(ctx)
-			if err != nil {
-				t.Fatalf("acknowledged grant with a healthy replica: %v", err)
-			}
-			killed := time.Now()
-			old := s.Master.Addr
-			s.Master.Kill()
-			s.WaitFailover(ctx, t, old)
-			t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
-
-			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
-			err = untilReachable(ctx, t, "second owner", func(ctx context.Context) error {
-				l, err := m2.TryLock(ctx)
-				if err == nil {
-					l.Release(ctx)
-				}
-				return err
-			})
-			if !errors.Is(err, latchkit.ErrNotAcquired) {
-				t.Fatalf("after the failover a second owner got %v, want ErrNotAcquired: the acknowledged grant was lost", err)
-			}
-			t.Logf("the new master refused a second owner %v after the kill", time.Since(killed).Round(time.Millisecond))
-			// The new master has no replica left (its old master is
-			// dead): an extension is made there but not acknowledged, so
-			// it does not move the lease's deadline, and says so.
-			for {
-				octx, cancel := context.WithTimeout(ctx, 3*time.Second) // WAIT waits 1 s
-				err := l1.Extend(octx, ttl)
-				cancel()
-				if errors.Is(err, primitives.ErrNotReplicated) {
-					break
-				}
-				if err == nil || !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("the holder's Extend on a new master without replicas: %v, want ErrNotReplicated", err)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			select {
-			case <-l1.Context().Done():
-				t.Fatal("the surviving lease's Context ended before its TTL")
-			default:
-			}
-			if err := l1.Release(ctx); err != nil {
-				t.Fatalf("release on the new master: %v", err)
-			}
-			l2, err := m2.TryLock(ctx)
-			if err != nil {
-				t.Fatalf("after the release: %v", err)
-			}
-			defer l2.Release(context.Background())
-			if l2.Fence() <= l1.Fence() {
-				t.Errorf("fence went from %d to %d across the failover", l1.Fence(), l2.Fence())
-			}
+			f(t, s, drv.new(t, s), drv.new(t, s), ctxT(t, 60*time.Second))
 		})
 	}
 }
@@ -230,67 +230,60 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // Before, unacknowledged renewals moved the deadline: the holder's
 // Context stayed live while the second client held the lock.
 func TestSentinelFailoverAckedLeaseEndsWithItsReplicatedExpiry(t *testing.T) {
-	for _, drv := range sentinelClients {
-		t.Run(drv.name, func(t *testing.T) {
-			t.Parallel()
-			s := redistest.StartSentinel(t)
-			b1, b2 := drv.new(t, s), drv.new(t, s)
-			ctx := ctxT(t, 60*time.Second)
-			const ttl = 4 * time.Second
+	eachSentinelClient(t, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
+		const ttl = 4 * time.Second
 
-			m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 100*time.Millisecond))
-			granted := time.Now()
-			l1, err := m1.TryLock(ctx)
-			if err != nil {
-				t.Fatalf("acknowledged grant with a healthy replica: %v", err)
+		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 100*time.Millisecond))
+		granted := time.Now()
+		l1, err := m1.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("acknowledged grant with a healthy replica: %v", err)
+		}
+		t.Cleanup(func() { l1.Release(context.Background()) })
+		time.Sleep(300 * time.Millisecond)
+		// The replica falls behind: paused, and its link cut, so
+		// that what the master writes from now on is not in the
+		// replica's socket either.
+		paused := true
+		defer func() {
+			if paused {
+				s.Replica.Resume()
 			}
-			t.Cleanup(func() { l1.Release(context.Background()) })
-			time.Sleep(300 * time.Millisecond)
-			// The replica falls behind: paused, and its link cut, so
-			// that what the master writes from now on is not in the
-			// replica's socket either.
-			s.Replica.Pause()
-			paused := true
-			defer func() {
-				if paused {
-					s.Replica.Resume()
-				}
-			}()
-			if _, err := s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2700 * time.Millisecond)
-			old := s.Master.Addr
-			s.Master.Kill()
-			s.Replica.Resume()
-			paused = false
-			s.WaitFailover(ctx, t, old)
-			t.Logf("failover %v after the grant", time.Since(granted).Round(time.Millisecond))
+		}()
+		if err := s.CutOffReplica(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2700 * time.Millisecond)
+		old := s.Master.Addr
+		s.Master.Kill()
+		s.Replica.Resume()
+		paused = false
+		s.WaitFailover(ctx, t, old)
+		t.Logf("failover %v after the grant", time.Since(granted).Round(time.Millisecond))
 
-			m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
-			var l2 latchkit.Lease
-			for giveUp := time.Now().Add(20 * time.Second); ; {
-				err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
-					l2, err = m2.TryLock(ctx)
-					return err
-				})
-				if err == nil {
-					break
-				}
-				if time.Now().After(giveUp) {
-					t.Fatalf("the second owner was never granted the lock (%v): the first lease was kept on the new master, which this test does not set out to show", err)
-				}
-				time.Sleep(10 * time.Millisecond)
+		m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+		var l2 latchkit.Lease
+		for giveUp := time.Now().Add(20 * time.Second); ; {
+			err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
+				l2, err = m2.TryLock(ctx)
+				return err
+			})
+			if err == nil {
+				break
 			}
-			at := time.Now()
-			defer l2.Release(context.Background())
-			t.Logf("second owner granted %v after the first grant", at.Sub(granted).Round(time.Millisecond))
-			if l1.Context().Err() == nil {
-				t.Errorf("the second owner was granted the lock while the first holder's Context was live (its deadline moved by renewals no replica had)")
+			if time.Now().After(giveUp) {
+				t.Fatalf("the second owner was never granted the lock (%v): the first lease was kept on the new master, which this test does not set out to show", err)
 			}
-			if l2.Fence() <= l1.Fence() {
-				t.Errorf("fence %d after the failover, not above the first holder's %d", l2.Fence(), l1.Fence())
-			}
-		})
-	}
+			time.Sleep(10 * time.Millisecond)
+		}
+		at := time.Now()
+		defer l2.Release(context.Background())
+		t.Logf("second owner granted %v after the first grant", at.Sub(granted).Round(time.Millisecond))
+		if l1.Context().Err() == nil {
+			t.Errorf("the second owner was granted the lock while the first holder's Context was live (its deadline moved by renewals no replica had)")
+		}
+		if l2.Fence() <= l1.Fence() {
+			t.Errorf("fence %d after the failover, not above the first holder's %d", l2.Fence(), l1.Fence())
+		}
+	})
 }

@@ -165,9 +165,9 @@ func nemConfigs() []nemConfig {
 type nemRig struct {
 	cfg     nemConfig
 	srvs    []*redistest.Server
-	cl      *redistest.Cluster // cluster: srvs are its masters, in the schedule's order
-	slot    int                // cluster: the lock's slot
-	owner   int                // cluster: the index in srvs of the master it is on
+	cl      *redistest.Cluster    // cluster: srvs are its masters, in the schedule's order
+	slot    int                   // cluster: the lock's slot
+	owner   int                   // cluster: the index in srvs of the master it is on
 	proxies [][]*faultproxy.Proxy // [client][instance]
 	lock    []acquireFunc
 	try     []acquireFunc
@@ -346,21 +346,18 @@ func (r *nemRig) migrate(t *testing.T, to int) {
 	r.owner = to
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var err error
+	begun := false
 	for {
-		if err = r.cl.BeginMigration(ctx, r.slot, node(from), node(to)); err == nil {
-			break
+		var err error
+		if !begun {
+			err = r.cl.BeginMigration(ctx, r.slot, node(from), node(to))
+			begun = err == nil
 		}
-		if ctx.Err() != nil {
-			t.Errorf("migrating the lock's slot from %s to %s: %v", instName(from), instName(to), err)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for {
-		if _, err = r.cl.MoveKeys(ctx, r.slot, node(from), node(to)); err == nil {
-			if err = r.cl.EndMigration(ctx, r.slot, node(from), node(to)); err == nil {
-				return
+		if begun {
+			if _, err = r.cl.MoveKeys(ctx, r.slot, node(from), node(to)); err == nil {
+				if err = r.cl.EndMigration(ctx, r.slot, node(from), node(to)); err == nil {
+					return
+				}
 			}
 		}
 		if ctx.Err() != nil {

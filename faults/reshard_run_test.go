@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -50,35 +51,15 @@ func TestReshardRun(t *testing.T) {
 			t.Run(cd.name+"/"+mode, func(t *testing.T) {
 				cl := redistest.StartClusterWithReplicas(t, 3, 1)
 				ctx := reshardCtx(t, 5*time.Minute)
-				var rigs []*rig
-				for i, p := range prims {
-					opts := []primitives.Option{primitives.WithTTL(ttl), primitives.WithPrefix(fmt.Sprintf("rs%d:", i))}
+				opts := func(i int) []primitives.Option {
+					o := []primitives.Option{primitives.WithTTL(ttl), primitives.WithPrefix(fmt.Sprintf("rs%d:", i))}
 					if acked {
-						opts = append(opts, primitives.WithReplicaAck(1, 100*time.Millisecond))
+						o = append(o, primitives.WithReplicaAck(1, 100*time.Millisecond))
 					}
-					r := &rig{limit: p.limit, hist: &history{failures: map[string]int{}}}
-					for w := 0; w < workers; w++ {
-						acq, _, excl, err := p.open(cd.new(t, cl.Addrs), w, opts...)
-						if err != nil {
-							t.Fatal(err)
-						}
-						r.acquire, r.excl = append(r.acquire, acq), append(r.excl, excl)
-					}
-					rigs = append(rigs, r)
+					return o
 				}
-				stop := make(chan struct{})
-				var wg sync.WaitGroup
-				for _, r := range rigs {
-					for w := 0; w < workers; w++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							r.work(w, func() time.Duration { return 15 * time.Millisecond }, stop)
-						}()
-					}
-				}
-				var stopOnce sync.Once
-				halt := func() { stopOnce.Do(func() { close(stop); wg.Wait() }) }
+				rigs := primRigs(t, ttl, opts, func() backend.Backend { return cd.new(t, cl.Addrs) })
+				halt := runRigs(rigs, func(int) time.Duration { return 15 * time.Millisecond })
 				defer halt() // a set-up failure (t.Fatal) in reshard
 				log := reshard(t, ctx, cl, migrateFor)
 				halt()
@@ -206,4 +187,41 @@ func replicaCounts(cl *redistest.Cluster) []int {
 		n[i] = len(r)
 	}
 	return n
+}
+
+// primRigs makes a rig for every primitive of prims, the ith with opts(i)
+// and TTL ttl, each of its workers a client of its own made by client.
+func primRigs(t *testing.T, ttl time.Duration, opts func(i int) []primitives.Option, client func() backend.Backend) []*rig {
+	var rigs []*rig
+	for i, p := range prims {
+		r := &rig{limit: p.limit, ttl: ttl, hist: &history{failures: map[string]int{}}}
+		for w := 0; w < workers; w++ {
+			acq, _, excl, err := p.open(client(), w, opts(i)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.acquire, r.excl = append(r.acquire, acq), append(r.excl, excl)
+		}
+		rigs = append(rigs, r)
+	}
+	return rigs
+}
+
+// runRigs starts every worker of rigs, worker w holding each grant for
+// hold(w), and returns the function that stops them and waits for them
+// (once; later calls return at once).
+func runRigs(rigs []*rig, hold func(w int) time.Duration) (halt func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range rigs {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.work(w, func() time.Duration { return hold(w) }, stop)
+			}()
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); wg.Wait() }) }
 }

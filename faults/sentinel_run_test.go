@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -118,44 +117,22 @@ func TestSentinelRun(t *testing.T) {
 		t.Run(sd.name, func(t *testing.T) {
 			s := redistest.StartSentinel(t)
 			ctx := reshardCtx(t, 2*time.Minute)
-			var rigs []*rig
-			for i, p := range prims {
-				opts := []primitives.Option{primitives.WithTTL(sttl), primitives.WithPrefix(fmt.Sprintf("sn%d:", i)),
+			opts := func(i int) []primitives.Option {
+				return []primitives.Option{primitives.WithTTL(sttl), primitives.WithPrefix(fmt.Sprintf("sn%d:", i)),
 					primitives.WithReplicaAck(1, 100*time.Millisecond)}
-				r := &rig{limit: p.limit, ttl: sttl, hist: &history{failures: map[string]int{}}}
-				for w := 0; w < workers; w++ {
-					acq, _, excl, err := p.open(sd.new(t, s), w, opts...)
-					if err != nil {
-						t.Fatal(err)
-					}
-					r.acquire, r.excl = append(r.acquire, acq), append(r.excl, excl)
-				}
-				rigs = append(rigs, r)
 			}
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for _, r := range rigs {
-				for w := 0; w < workers; w++ {
-					hold := 15 * time.Millisecond
-					if w == 0 {
-						hold = 2 * time.Second
-					}
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						r.work(w, func() time.Duration { return hold }, stop)
-					}()
+			rigs := primRigs(t, sttl, opts, func() backend.Backend { return sd.new(t, s) })
+			halt := runRigs(rigs, func(w int) time.Duration {
+				if w == 0 {
+					return 2 * time.Second
 				}
-			}
-			var stopOnce sync.Once
-			halt := func() { stopOnce.Do(func() { close(stop); wg.Wait() }) }
+				return 15 * time.Millisecond
+			})
 			defer halt()
 
 			var log []string
 			time.Sleep(time.Second)
-			s.Replica.Pause()
-			if _, err := s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-				s.Replica.Resume()
+			if err := s.CutOffReplica(ctx); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1500 * time.Millisecond)

@@ -25,13 +25,15 @@ import (
 //     that time.
 //   - A lease whose last renewal failed (a chunk that timed out behind a
 //     hung server, a connection reset), and a lease renewed by its holder's
-//     extend (Redlock, a MultiLock split over Cluster slots), is renewed on
+//     extend (Redlock, a MultiLock split over Cluster slots, and any lease
+//     whose renewals wait for replicas, WithReplicaAck), is renewed on
 //     its own, bounded by its own deadline, and its outcome applies as soon
 //     as its reply comes: a hung node delays only the leases on that node.
 //
 // Whatever the calls do, a lease's Context ends at its deadline by the
 // client's clock (its own timer, see lease.Context): the renewer only moves
-// that deadline when a renewal succeeds.
+// that deadline when a renewal succeeds (and, with WithReplicaAck, was
+// acknowledged).
 const (
 	renewChunk       = 512 // script calls per pipeline
 	renewEvals       = 16  // concurrent Evals per chunk without a Batcher

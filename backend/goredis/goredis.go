@@ -284,8 +284,9 @@ func wrap(ctx context.Context, err error) error {
 // ClusterClient the pipeline goes to the master of keys[0]'s slot in the
 // client's slot map, which follows no redirect: a slot that moved is
 // answered MOVED, which makes the client reload its slot map (go-redis
-// otherwise reloads it only every minute), and a migrating one ASK or
-// TRYAGAIN; EvalAck returns each as ErrUnavailable, having run nothing. A
+// otherwise reloads it only every minute), as does a master that cannot
+// be reached; a migrating slot is answered ASK or TRYAGAIN. EvalAck
+// returns each as ErrUnavailable (a redirect, having run nothing). A
 // NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
 // ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
@@ -325,7 +326,11 @@ func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []s
 	}
 	v, err := cmd.Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		if cc != nil && redis.HasErrorPrefix(err, "MOVED") {
+		var re redis.Error
+		if cc != nil && (redis.HasErrorPrefix(err, "MOVED") || !errors.As(err, &re)) {
+			// The slot moved, or its master in the map cannot be
+			// reached (it may have failed over): the plain client of
+			// MasterForKey follows nothing, so the map must catch up.
 			cc.ReloadState(ctx)
 		}
 		return nil, 0, wrap(ctx, err)

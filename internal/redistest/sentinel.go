@@ -163,3 +163,17 @@ func fields(v any) map[string]string {
 	}
 	return out
 }
+
+// CutOffReplica makes the replica fall behind its master: it is stopped
+// (SIGSTOP) and its replication link killed on the master's side (CLIENT
+// KILL TYPE replica), so that what the master writes from then on is not
+// even in the replica's socket when it is resumed. On error the replica
+// is resumed.
+func (s *Sentinel) CutOffReplica(ctx context.Context) error {
+	s.Replica.Pause()
+	if _, err := s.Master.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+		s.Replica.Resume()
+		return fmt.Errorf("killing the replica's link on %s: %w", s.Master.Addr, err)
+	}
+	return nil
+}
