@@ -583,7 +583,7 @@ What latchkit does when things go wrong, measured by the fault suite in
 ` + "`faults/`" + ` against real ` + "`redis-server`" + ` processes it starts on loopback, through
 every driver. Regenerate this file with:
 
-    go test ./faults/ -count=1 -timeout 30m -args -report=../RELIABILITY.md
+    go test ./faults/ -count=1 -timeout 60m -args -report=../RELIABILITY.md
 
 Each run drives 4 clients (each with its own connections, through its own
 fault-injecting TCP proxy) taking and giving back one primitive for 2.5 s
