@@ -64,14 +64,7 @@ func TestReshardRun(t *testing.T) {
 				log := reshard(t, ctx, cl, migrateFor)
 				halt()
 				t.Logf("faults: %s", strings.Join(log, "; "))
-				for i, r := range rigs {
-					t.Run(prims[i].name, func(t *testing.T) {
-						v := r.check(t, true)
-						table.mu.Lock()
-						table.rows = append(table.rows, row{"resharding, failover", cd.name + ", " + mode, prims[i].name, r.hist.ops, reshardFaults, v})
-						table.mu.Unlock()
-					})
-				}
+				checkRigs(t, rigs, "resharding, failover", cd.name+", "+mode, reshardFaults)
 			})
 		}
 	}
@@ -224,4 +217,17 @@ func runRigs(rigs []*rig, hold func(w int) time.Duration) (halt func()) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { close(stop); wg.Wait() }) }
+}
+
+// checkRigs checks each rig of primRigs (rig.check, fences across epochs),
+// a subtest per primitive, adding its row to RELIABILITY.md.
+func checkRigs(t *testing.T, rigs []*rig, scenario, driver, faults string) {
+	for i, r := range rigs {
+		t.Run(prims[i].name, func(t *testing.T) {
+			v := r.check(t, true)
+			table.mu.Lock()
+			table.rows = append(table.rows, row{scenario, driver, prims[i].name, r.hist.ops, faults, v})
+			table.mu.Unlock()
+		})
+	}
 }
