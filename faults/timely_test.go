@@ -534,13 +534,8 @@ func adminClient(t *testing.T, addr string) *redis.Client {
 
 // clusterMap tells which node of a Cluster serves a name's keys.
 type clusterMap struct {
-	ranges []slotRange
+	ranges []redistest.SlotRange
 	admin  *redis.Client
-}
-
-type slotRange struct {
-	lo, hi int64
-	node   int // index in Cluster.Nodes
 }
 
 // newClusterMap asks the cluster (CLUSTER SLOTS) which node serves which
@@ -548,24 +543,16 @@ type slotRange struct {
 func newClusterMap(t *testing.T, cl *redistest.Cluster) *clusterMap {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	m := &clusterMap{admin: adminClient(t, cl.Addrs[0])}
-	slots, err := m.admin.ClusterSlots(ctx).Result()
+	ranges, err := cl.Ranges(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		node := -1
-		for i, a := range cl.Addrs {
-			if len(s.Nodes) > 0 && s.Nodes[0].Addr == a {
-				node = i
-			}
+	for _, r := range ranges {
+		if r.Node < 0 {
+			t.Fatalf("CLUSTER SLOTS names a master %s that is not one of %v", r.Addr, cl.Addrs)
 		}
-		if node < 0 {
-			t.Fatalf("CLUSTER SLOTS names a master %v that is not one of %v", s.Nodes, cl.Addrs)
-		}
-		m.ranges = append(m.ranges, slotRange{int64(s.Start), int64(s.End), node})
 	}
-	return m
+	return &clusterMap{ranges: ranges, admin: adminClient(t, cl.Addrs[0])}
 }
 
 // nodeOf returns the node serving name's keys (every key of a name shares
@@ -578,8 +565,8 @@ func (m *clusterMap) nodeOf(t *testing.T, prefix, name string) int {
 		t.Fatal(err)
 	}
 	for _, r := range m.ranges {
-		if slot >= r.lo && slot <= r.hi {
-			return r.node
+		if int(slot) >= r.Lo && int(slot) <= r.Hi {
+			return r.Node
 		}
 	}
 	t.Fatalf("slot %d of %q is served by no node", slot, name)

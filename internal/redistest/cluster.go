@@ -115,30 +115,55 @@ func (c *Cluster) Slot(ctx context.Context, key string) (int, error) {
 	return int(n), nil
 }
 
-// Owner is the index in Nodes of the master that serves slot, as master
-// from says (CLUSTER SLOTS).
-func (c *Cluster) Owner(ctx context.Context, from, slot int) (int, error) {
+// SlotRange is a range of hash slots, Lo to Hi inclusive, and the index
+// in Nodes of the master that serves it (-1 for one that is not in Nodes,
+// Addr: a master the cluster has not yet seen fail, say).
+type SlotRange struct {
+	Lo, Hi int
+	Node   int
+	Addr   string
+}
+
+// Ranges is which master serves which slots, as master from says
+// (CLUSTER SLOTS).
+func (c *Cluster) Ranges(ctx context.Context, from int) ([]SlotRange, error) {
 	v, err := c.Nodes[from].Do(ctx, "CLUSTER", "SLOTS")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	ranges, _ := v.([]any)
-	for _, r := range ranges {
+	rows, _ := v.([]any)
+	var out []SlotRange
+	for _, r := range rows {
 		f, _ := r.([]any)
 		if len(f) < 3 {
-			continue
+			return nil, fmt.Errorf("CLUSTER SLOTS: row %v", r)
 		}
 		lo, _ := f[0].(int64)
 		hi, _ := f[1].(int64)
 		node, _ := f[2].([]any)
-		if int64(slot) < lo || int64(slot) > hi || len(node) < 2 {
-			continue
+		if len(node) < 2 {
+			return nil, fmt.Errorf("CLUSTER SLOTS: row %v", r)
 		}
 		addr := net.JoinHostPort(fmt.Sprint(node[0]), fmt.Sprint(node[1]))
-		if i := slices.Index(c.Addrs, addr); i >= 0 {
-			return i, nil
+		out = append(out, SlotRange{Lo: int(lo), Hi: int(hi), Node: slices.Index(c.Addrs, addr), Addr: addr})
+	}
+	return out, nil
+}
+
+// Owner is the index in Nodes of the master that serves slot, as master
+// from says (see Ranges).
+func (c *Cluster) Owner(ctx context.Context, from, slot int) (int, error) {
+	ranges, err := c.Ranges(ctx, from)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range ranges {
+		if slot >= r.Lo && slot <= r.Hi {
+			if r.Node < 0 {
+				return 0, fmt.Errorf("slot %d is served by %s, not a master of %v", slot, r.Addr, c.Addrs)
+			}
+			return r.Node, nil
 		}
-		return 0, fmt.Errorf("slot %d is served by %s, not a master of %v", slot, addr, c.Addrs)
 	}
 	return 0, fmt.Errorf("slot %d is served by no node", slot)
 }
