@@ -108,6 +108,7 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		policy backoff.BackOff
 		wake   *pubsub.Wake
 		unsure bool // an attempt's outcome is unknown: it may have been granted
+		found  bool // an attempt found the primitive held: a waiting one may have queued
 	)
 	if !a.try && len(a.chans) > 0 {
 		id := ""
@@ -129,15 +130,16 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		var held *latchkit.HeldError
 		isHeld := errors.As(err, &held)
 		unsure = unsure || (!isHeld && !definite(err))
+		found = found || isHeld
 		if a.try || ctxDone(ctx) != nil || !retryable(err, isHeld) {
-			return nil, c.giveUp(ctx, a, at, unsure, err)
+			return nil, c.giveUp(ctx, a, at, unsure, found, err)
 		}
 		if policy == nil {
 			policy = c.retry()
 		}
 		d := policy.NextBackOff()
 		if d == backoff.Stop {
-			return nil, c.giveUp(ctx, a, at, unsure, fmt.Errorf("gave up after %d attempts: %w", at.n, err))
+			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("gave up after %d attempts: %w", at.n, err))
 		}
 		var werr error
 		switch {
@@ -149,7 +151,7 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 			werr = retry.Sleep(ctx, d)
 		}
 		if werr != nil {
-			return nil, c.giveUp(ctx, a, at, unsure, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
+			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
 		}
 	}
 }
@@ -186,7 +188,9 @@ func ctxDone(ctx context.Context) error {
 
 // giveUp ends an acquisition that was not granted, returning err. When an
 // attempt's outcome was unknown (unsure) or a waiting attempt may have
-// queued, whatever the token may hold or have queued is given back first:
+// queued (one found the primitive held), whatever the token may hold or
+// have queued is given back first (an acquisition whose every attempt was
+// refused outright, by bad input, left nothing and writes nothing):
 // a grant nobody knows of would otherwise keep the primitive taken for its
 // whole TTL (nothing renews it), and a queued place would be handed the
 // primitive and hold everyone up until it timed out. The give-back is tried
@@ -195,8 +199,8 @@ func ctxDone(ctx context.Context) error {
 // past its deadline by more than giveBackTimeout. When the caller's
 // context has ended, the error matches its error too, so that "I gave up"
 // can be told from "Redis is down".
-func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure bool, err error) error {
-	if a.giveBack != nil && (unsure || (a.queues && !a.try)) {
+func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure, held bool, err error) error {
+	if a.giveBack != nil && (unsure || (a.queues && !a.try && held)) {
 		giveBack(ctx, at.token, a.giveBack, c.window())
 	}
 	if cerr := ctxDone(ctx); cerr != nil {

@@ -19,14 +19,16 @@ var (
 	fairRelease  = loadScript("fair_release")
 	fairExtend   = loadScript("fair_extend")
 	fairTTL      = loadScript("fair_ttl")
+	fairLimit    = loadScript("fair_limit")
 )
 
 type fairSemaphore struct {
 	site
 	wchans  []string // {channel, inbox}: a waiting acquisition's
-	args    []string // ttl, limit, waiter timeout, "0": a waiting attempt
-	tryArgs []string // the same, ending "1": a Try leaves no ticket
+	args    []string // ttl, limit, waiter timeout, "0" (a waiting attempt), inbox, permits ("1"), stored
+	tryArgs []string // the same with "1" (a Try leaves no ticket) and no inbox
 	relArgs []string // release and withdraw ARGV after the token
+	stored  string   // "1": grant by a stored limit (SetLimit); a FairMutex's "0"
 
 	attemptFn, tryFn func(context.Context, *attempt) (latchkit.Lease, error)
 	withdrawFn       func(context.Context, string) error
@@ -41,6 +43,13 @@ type fairSemaphore struct {
 // The first limit live tickets hold. It never over-grants and never
 // starves a waiter. TryAcquire succeeds only when a permit is free and
 // nobody is queued ahead, and leaves no ticket behind.
+//
+// AcquireN keeps arrival order with weights, as
+// golang.org/x/sync/semaphore.Weighted does: a ticket for n permits holds
+// once the permits of every ticket ahead of it plus its own n fit in the
+// limit, so a large request at the head is never overtaken by smaller
+// ones behind it (they wait their turn; the permits it waits for are
+// never taken by newcomers).
 func NewFairSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Semaphore, error) {
 	s, err := newFairSemaphore(latchkit.KindFairSemaphore, b, name, limit, opts)
 	if err != nil {
@@ -63,11 +72,11 @@ func NewFairMutex(b backend.Backend, name string, opts ...Option) (Mutex, error)
 type fairMutex struct{ s *fairSemaphore }
 
 func (m fairMutex) Lock(ctx context.Context) (latchkit.Lease, error) {
-	return m.s.acquire(ctx, false)
+	return m.s.acquire(ctx, 1, false)
 }
 
 func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
-	return m.s.acquire(ctx, true)
+	return m.s.acquire(ctx, 1, true)
 }
 
 func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*fairSemaphore, error) {
@@ -77,12 +86,17 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 	}
 	cfg, channel := st.cfg, st.channel
 	inbox := pubsub.Inbox(b, channel)
+	stored := "1"
+	if kind == latchkit.KindFairMutex {
+		stored = "0" // one permit, whatever a FairSemaphore of the name stored
+	}
 	s := &fairSemaphore{
 		site:    st,
 		wchans:  []string{channel, inbox},
-		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox},
-		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", ""},
-		relArgs: []string{channel, strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout)), cfg.retArg},
+		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox, "1", stored},
+		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", "", "1", stored},
+		relArgs: []string{channel, strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout)), cfg.retArg, stored},
+		stored:  stored,
 	}
 	s.attemptFn = scriptAttempt(b, fairAcquire, s.keys, s.args, s, kind, name, &s.cfg)
 	s.tryFn = scriptAttempt(b, fairAcquire, s.keys, s.tryArgs, s, kind, name, &s.cfg)
@@ -97,19 +111,49 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 }
 
 func (s *fairSemaphore) Acquire(ctx context.Context) (latchkit.Lease, error) {
-	return s.acquire(ctx, false)
+	return s.acquire(ctx, 1, false)
 }
 
 func (s *fairSemaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) {
-	return s.acquire(ctx, true)
+	return s.acquire(ctx, 1, true)
 }
 
-func (s *fairSemaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
+func (s *fairSemaphore) AcquireN(ctx context.Context, n int) (latchkit.Lease, error) {
+	return s.acquire(ctx, n, false)
+}
+
+func (s *fairSemaphore) TryAcquireN(ctx context.Context, n int) (latchkit.Lease, error) {
+	return s.acquire(ctx, n, true)
+}
+
+func (s *fairSemaphore) SetLimit(ctx context.Context, limit int) error {
+	if err := s.checkLimit(limit); err != nil {
+		return err
+	}
+	_, err := s.b.Eval(ctx, fairLimit, s.keys, []string{strconv.Itoa(limit), s.channel, s.relArgs[2], s.cfg.retArg})
+	if err != nil {
+		return opErr("set_limit", s.kind, s.name, scriptErr(err))
+	}
+	return nil
+}
+
+func (s *fairSemaphore) acquire(ctx context.Context, n int, try bool) (latchkit.Lease, error) {
+	if err := s.checkPermits(n); err != nil {
+		return nil, err
+	}
 	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.wchans, try: try,
 		attempt: s.attemptFn, giveBack: s.withdrawFn, queues: true, wakeID: true}
 	if try {
 		a.chans = s.chans
 		a.attempt = s.tryFn
+	}
+	if n > 1 {
+		args := s.args
+		if try {
+			args = s.tryArgs
+		}
+		args = append(args[:5:5], strconv.Itoa(n), s.stored)
+		a.attempt = scriptAttempt(s.b, fairAcquire, s.keys, args, s, s.kind, s.name, &s.cfg)
 	}
 	if s.kind == latchkit.KindFairMutex {
 		a.op = "lock"

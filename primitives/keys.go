@@ -28,6 +28,9 @@ type LayoutKey struct {
 	// Fence marks the fence counter: kept for as long as fences must
 	// keep increasing, never deleted by a forced release.
 	Fence bool
+	// Setting marks a key that holds a setting rather than state (a
+	// semaphore's stored limit, see SetLimit): a forced release keeps it.
+	Setting bool
 }
 
 // The layouts. A Mutex's is also that of a ReentrantMutex, of each name of
@@ -39,26 +42,31 @@ var (
 	// annotation, the tokens given back (zset token -> ms), the wait queue
 	// (zset entry -> place) and the waiters' liveness (zset entry ->
 	// expiry).
-	MutexLayout = Layout{"mutex", "", []LayoutKey{{"", "string", false}, {":fence", "string", true},
-		{":released", "string", false}, {":who", "string", false}, {":gone", "zset", false},
-		{":q", "zset", false}, {":qlive", "zset", false}}}
+	MutexLayout = Layout{"mutex", "", []LayoutKey{{Suffix: "", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true},
+		{Suffix: ":released", Type: "string"}, {Suffix: ":who", Type: "string"}, {Suffix: ":gone", Type: "zset"},
+		{Suffix: ":q", Type: "zset"}, {Suffix: ":qlive", Type: "zset"}}}
 	// RWLayout: readers (zset token -> expiry), the writer, waiting
 	// writers' intents, the fence counter, holders' fences, the tokens
 	// that recently finished, holders' annotations.
-	RWLayout = Layout{"rw", ":rw", []LayoutKey{{":readers", "zset", false}, {":writer", "string", false},
-		{":waiting", "zset", false}, {":fence", "string", true}, {":fences", "hash", false},
-		{":released", "zset", false}, {":who", "hash", false}}}
+	RWLayout = Layout{"rw", ":rw", []LayoutKey{{Suffix: ":readers", Type: "zset"}, {Suffix: ":writer", Type: "string"},
+		{Suffix: ":waiting", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":fences", Type: "hash"},
+		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}}}
 	// SemLayout: holders (zset token -> expiry), the fence counter,
 	// holders' fences, the tokens that recently finished, holders'
-	// annotations.
-	SemLayout = Layout{"sem", ":sem", []LayoutKey{{"", "zset", false}, {":fence", "string", true},
-		{":fences", "hash", false}, {":released", "zset", false}, {":who", "hash", false}}}
+	// annotations, holders' weights (hash token -> permits, only above
+	// one), the stored limit (SetLimit).
+	SemLayout = Layout{"sem", ":sem", []LayoutKey{{Suffix: "", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true},
+		{Suffix: ":fences", Type: "hash"}, {Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"},
+		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
 	// FairLayout: the ticket queue, liveness, the ticket counter, the fence
 	// counter, holders (hash token -> fence), the tokens that recently
-	// finished, holders' annotations, waiters' inboxes.
-	FairLayout = Layout{"fairsem", ":fair", []LayoutKey{{":queue", "zset", false}, {":alive", "zset", false},
-		{":tickets", "string", false}, {":fence", "string", true}, {":holders", "hash", false},
-		{":released", "zset", false}, {":who", "hash", false}, {":box", "hash", false}}}
+	// finished, holders' annotations, waiters' inboxes, tickets' weights
+	// (hash token -> permits, only above one), the stored limit
+	// (SetLimit).
+	FairLayout = Layout{"fairsem", ":fair", []LayoutKey{{Suffix: ":queue", Type: "zset"}, {Suffix: ":alive", Type: "zset"},
+		{Suffix: ":tickets", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":holders", Type: "hash"},
+		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}, {Suffix: ":box", Type: "hash"},
+		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
 )
 
 // Layouts are every layout, for tools that look at Redis.
@@ -172,4 +180,23 @@ func newSite(l Layout, kind latchkit.Kind, b backend.Backend, name string, limit
 	channel := l.Channel(cfg.prefix, name)
 	return site{b: b, kind: kind, name: name, cfg: cfg,
 		keys: l.KeysOf(cfg.prefix, name), channel: channel, chans: []string{channel}}, nil
+}
+
+// checkPermits refuses a number of permits below 1 (ErrInvalid): nothing
+// is sent. One above the limit is refused by the acquire script, which
+// knows the limit SetLimit stored.
+func (s *site) checkPermits(n int) error {
+	if n < 1 {
+		return invalid("acquire", s.kind, s.name, "%d permits asked for: at least 1", n)
+	}
+	return nil
+}
+
+// checkLimit refuses a limit below 1 for SetLimit (ErrInvalid): nothing is
+// sent.
+func (s *site) checkLimit(limit int) error {
+	if limit < 1 {
+		return invalid("set_limit", s.kind, s.name, "limit %d is below 1", limit)
+	}
+	return nil
 }

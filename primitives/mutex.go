@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -266,10 +267,15 @@ var errBadReply = errors.New("unexpected script reply")
 
 func badReply(v backend.Value) error { return fmt.Errorf("%w: %#v", errBadReply, v) }
 
-// scriptErr makes a key of the wrong type the caller's fault: ErrInvalid.
+// scriptErr makes a key of the wrong type, or an argument a script refused
+// (invalidReply), the caller's fault: ErrInvalid.
 func scriptErr(err error) error {
 	if errors.Is(err, backend.ErrWrongType) {
 		return fmt.Errorf("%w: a key of the primitive holds another kind of value: %w", latchkit.ErrInvalid, err)
+	}
+	var re *backend.ReplyError
+	if errors.As(err, &re) && strings.Contains(re.Msg, invalidReply) {
+		return fmt.Errorf("%w: %w", latchkit.ErrInvalid, err)
 	}
 	return err
 }

@@ -54,7 +54,13 @@ var luaConstants = map[string]string{
 	"WAKE_ALL":   pubsub.WakeAll,
 	"TARGET":     pubsub.TargetPrefix,
 	"DIGEST_HEX": strconv.Itoa(2 * wakeIDBytes), // wakeID's length in hex digits
+	"INVALID":    invalidReply,                  // starts the error reply of an argument a script refuses
 }
+
+// invalidReply starts the error reply of a script that refuses an argument
+// (see invalid in lua/prelude.lua) before it writes anything: scriptErr
+// reads it as latchkit.ErrInvalid.
+const invalidReply = "LATCHKIT_INVALID"
 
 var placeholder = regexp.MustCompile(`\$[A-Z_]+`)
 

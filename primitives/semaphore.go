@@ -10,29 +10,47 @@ import (
 	"github.com/latchkit/latchkit/backend"
 )
 
-// Semaphore is held by at most a fixed number of holders at a time.
+// Semaphore is a number of permits (its limit), of which at most the limit
+// are held at any time.
 type Semaphore interface {
 	// Acquire waits until a permit is granted or ctx is done.
 	Acquire(ctx context.Context) (latchkit.Lease, error)
 	// TryAcquire makes one attempt; it returns an error matching
 	// latchkit.ErrNotAcquired when every permit is held.
 	TryAcquire(ctx context.Context) (latchkit.Lease, error)
+	// AcquireN waits until n permits are granted at once, as one lease
+	// whose Release gives all n back, or until ctx is done. n below 1, or
+	// above the limit, is an error matching latchkit.ErrInvalid, and
+	// nothing is changed; so is a waiting AcquireN whose n a SetLimit made
+	// larger than the limit.
+	AcquireN(ctx context.Context, n int) (latchkit.Lease, error)
+	// TryAcquireN makes one attempt at n permits at once; it returns an
+	// error matching latchkit.ErrNotAcquired when fewer than n are free.
+	TryAcquireN(ctx context.Context, n int) (latchkit.Lease, error)
+	// SetLimit stores limit in Redis: every client of the semaphore's name
+	// grants by it from then on, whatever limit it was constructed with
+	// (a FairMutex excepted: it is one permit). Raising it lets waiters in
+	// at once; lowering it below the permits held revokes nothing, and
+	// nothing new is granted until the permits held drop below it. The
+	// stored limit is kept for the retention (WithRetention) after the
+	// name's last grant or SetLimit; a semaphore unused for that long
+	// goes back to its constructors' limit. limit below 1 is an error
+	// matching latchkit.ErrInvalid, and nothing is changed.
+	SetLimit(ctx context.Context, limit int) error
 }
 
-// The Semaphore scripts (lua/sem_*.lua). KEYS: 1 holders (zset token ->
-// expiry, server ms), 2 fence counter, 3 holder fences (hash token ->
-// fence), 4 the tokens that recently finished (released or given back),
-// 5 holders' annotations (hash token -> latchkit.Request.Annotation).
+// The Semaphore scripts (lua/sem_*.lua; keys in sem_acquire.lua).
 var (
 	semAcquire = loadScript("sem_acquire")
 	semRelease = loadScript("sem_release")
 	semExtend  = loadScript("sem_extend")
 	semTTL     = loadScript("sem_ttl")
+	semLimit   = loadScript("sem_limit")
 )
 
 type semaphore struct {
 	site
-	args []string // ttl, limit
+	args []string // ttl, limit, permits ("1"), "0" (no waiter mark: see sem_acquire.lua)
 
 	attemptFn  func(context.Context, *attempt) (latchkit.Lease, error)
 	giveBackFn func(context.Context, string) error
@@ -46,8 +64,13 @@ type semaphore struct {
 // releases like a Mutex lease; every grant takes a fence from the
 // semaphore's counter.
 //
-// Every user of one semaphore must give the same limit: each attempt checks
-// the count against its own.
+// Every user of one semaphore must give the same limit, or store one
+// with SetLimit: each attempt checks the count against the stored limit
+// when there is one, else against its own.
+//
+// AcquireN takes several permits at once. A Semaphore is not fair: a
+// request for many permits can be overtaken by requests for fewer that
+// fit meanwhile; FairSemaphore keeps arrival order with weights.
 func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Semaphore, error) {
 	s, err := newSemaphore(latchkit.KindSemaphore, b, name, limit, opts)
 	if err != nil {
@@ -61,7 +84,7 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 	if err != nil {
 		return nil, err
 	}
-	s := &semaphore{site: st, args: []string{ms(st.cfg.ttl), strconv.Itoa(limit)}}
+	s := &semaphore{site: st, args: []string{ms(st.cfg.ttl), strconv.Itoa(limit), "1", "0"}}
 	s.attemptFn = scriptAttempt(b, semAcquire, s.keys, s.args, s, kind, name, &s.cfg)
 	// The give-back of an acquisition that ended without a grant: a
 	// permit the token may hold (nothing else is left behind), and the
@@ -74,16 +97,46 @@ func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int,
 }
 
 func (s *semaphore) Acquire(ctx context.Context) (latchkit.Lease, error) {
-	return s.acquire(ctx, false)
+	return s.acquire(ctx, 1, false)
 }
 
 func (s *semaphore) TryAcquire(ctx context.Context) (latchkit.Lease, error) {
-	return s.acquire(ctx, true)
+	return s.acquire(ctx, 1, true)
 }
 
-func (s *semaphore) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
+func (s *semaphore) AcquireN(ctx context.Context, n int) (latchkit.Lease, error) {
+	return s.acquire(ctx, n, false)
+}
+
+func (s *semaphore) TryAcquireN(ctx context.Context, n int) (latchkit.Lease, error) {
+	return s.acquire(ctx, n, true)
+}
+
+func (s *semaphore) acquire(ctx context.Context, n int, try bool) (latchkit.Lease, error) {
+	if err := s.checkPermits(n); err != nil {
+		return nil, err
+	}
+	attempt := s.attemptFn
+	if n > 1 {
+		mark := ms(s.cfg.waiterTimeout) // a waiter for several permits makes releases wake every waiter
+		if try {
+			mark = "0"
+		}
+		attempt = scriptAttempt(s.b, semAcquire, s.keys, []string{s.args[0], s.args[1], strconv.Itoa(n), mark}, s, s.kind, s.name, &s.cfg)
+	}
 	return s.cfg.acquire(ctx, s.b, acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
-		attempt: s.attemptFn, giveBack: s.giveBackFn})
+		attempt: attempt, giveBack: s.giveBackFn})
+}
+
+func (s *semaphore) SetLimit(ctx context.Context, limit int) error {
+	if err := s.checkLimit(limit); err != nil {
+		return err
+	}
+	_, err := s.b.Eval(ctx, semLimit, s.keys[6:7], []string{strconv.Itoa(limit), s.cfg.retArg, s.channel})
+	if err != nil {
+		return opErr("set_limit", s.kind, s.name, scriptErr(err))
+	}
+	return nil
 }
 
 func (s *semaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {

@@ -50,8 +50,12 @@ type kind struct {
 	show func(w io.Writer, now int64, k func(suffix string) keyState)
 }
 
-// keySpec is one key of a kind: its suffix after sub, and its Redis type.
-type keySpec struct{ suffix, typ string }
+// keySpec is one key of a kind: its suffix after sub, its Redis type, and
+// whether it holds a setting that a forced release keeps (a stored limit).
+type keySpec struct {
+	suffix, typ string
+	setting     bool
+}
 
 // kinds are the layouts of package primitives, with inspect's way of
 // showing each. A Mutex's layout is also that of a ReentrantMutex, of each
@@ -66,7 +70,7 @@ var kinds = func() []kind {
 		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind]}
 		for _, lk := range l.Keys {
 			if !lk.Fence {
-				k.keys = append(k.keys, keySpec{lk.Suffix, lk.Type})
+				k.keys = append(k.keys, keySpec{lk.Suffix, lk.Type, lk.Setting})
 			}
 		}
 		ks = append(ks, k)
@@ -110,6 +114,18 @@ func (k *kind) allKeys(base string) []string {
 	keys := []string{k.fenceKey(base)}
 	for _, ks := range k.keys {
 		keys = append(keys, base+k.sub+ks.suffix)
+	}
+	return keys
+}
+
+// releaseKeys is the fence counter followed by the keys a forced release
+// deletes: all but the settings (a stored limit).
+func (k *kind) releaseKeys(base string) []string {
+	keys := []string{k.fenceKey(base)}
+	for _, ks := range k.keys {
+		if !ks.setting {
+			keys = append(keys, base+k.sub+ks.suffix)
+		}
 	}
 	return keys
 }
@@ -233,29 +249,11 @@ func (o *toolFlags) flagSet(name, synopsis string, stderr io.Writer) *flag.FlagS
 // parse parses args, flags before or after the positional arguments (a
 // "--" ends the flags), and returns the NAME argument when wantName.
 func (o *toolFlags) parse(fs *flag.FlagSet, args []string, wantName bool) (string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return "", err
-			}
-			return "", fmt.Errorf("%w: %w", errUsage, err)
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		if len(rest) == 0 {
-			break
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
+	pos, err := o.parseArgs(fs, args)
+	if err != nil {
+		return "", err
 	}
 	switch {
-	case o.addr == "":
-		return "", fmt.Errorf("%w: -addr is empty", errUsage)
-	case strings.ContainsAny(o.prefix, "{}"):
-		return "", fmt.Errorf("%w: -prefix %q contains '{' or '}'", errUsage, o.prefix)
 	case wantName && len(pos) == 0:
 		return "", fmt.Errorf("%w: missing NAME (usage: latchctl %s NAME [flags])", errUsage, fs.Name())
 	case wantName && pos[0] == "":
@@ -269,6 +267,37 @@ func (o *toolFlags) parse(fs *flag.FlagSet, args []string, wantName bool) (strin
 		return pos[0], nil
 	}
 	return "", nil
+}
+
+// parseArgs parses args, flags before or after the positional arguments (a
+// "--" ends the flags), checks the shared flags and returns the positional
+// arguments.
+func (o *toolFlags) parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	switch {
+	case o.addr == "":
+		return nil, fmt.Errorf("%w: -addr is empty", errUsage)
+	case strings.ContainsAny(o.prefix, "{}"):
+		return nil, fmt.Errorf("%w: -prefix %q contains '{' or '}'", errUsage, o.prefix)
+	}
+	return pos, nil
 }
 
 // connect runs f with a client of the server, closed afterwards.
@@ -327,7 +356,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				counter = fence.val
 			}
 			fmt.Fprintf(stdout, "%s %s: fence counter %s\n", k.name, printable(name), counter)
-			for i, ks := range append([]keySpec{{":fence", "string"}}, k.keys...) {
+			for i, ks := range append([]keySpec{{":fence", "string", false}}, k.keys...) {
 				if st := states[all[i]]; st.exists() && st.typ != ks.typ {
 					fmt.Fprintf(stdout, "  warning: %s is a %s, not a %s: the primitive fails until it is fixed\n", printable(all[i]), st.typ, ks.typ)
 				}
@@ -377,7 +406,7 @@ func showRW(w io.Writer, now int64, k func(string) keyState) {
 		}
 		line(w, "writer", writer.val, fenceField(fences[writer.val]), ttl, traceField(who[writer.val]))
 	}
-	showHolders(w, now, "reader", readers, fences, who)
+	showHolders(w, now, "reader", readers, fences, who, nil)
 	intents := slices.Clone(waiting.zset)
 	slices.SortFunc(intents, func(a, b member) int { return strings.Compare(a.token, b.token) })
 	for _, m := range intents {
@@ -388,18 +417,45 @@ func showRW(w io.Writer, now int64, k func(string) keyState) {
 	}
 }
 
-// showSem shows a Semaphore's holders by fence.
+// showSem shows a Semaphore's stored limit, then its holders by fence with
+// the permits each holds.
 func showSem(w io.Writer, now int64, k func(string) keyState) {
-	holders := k("")
-	showHolders(w, now, "holder", holders, k(":fences").hash, k(":who").hash)
+	showLimit(w, k(":limit"))
+	holders, weights := k(""), k(":weights").hash
+	showHolders(w, now, "holder", holders, k(":fences").hash, k(":who").hash, weights)
 	if len(holders.zset) == 0 {
 		fmt.Fprintln(w, "  free")
 	}
+	if exp, err := strconv.ParseInt(weights["~"], 10, 64); err == nil && exp > now {
+		fmt.Fprintf(w, "  a waiter for several permits waits (mark %s): releases wake every waiter\n", ttlField(exp-now))
+	}
+}
+
+// showLimit shows the limit SetLimit stored, if any (every client grants
+// by it instead of its constructor's), and how long it is kept.
+func showLimit(w io.Writer, limit keyState) {
+	if limit.typ != "string" {
+		return
+	}
+	ttl := "ttl=none"
+	if limit.pttl >= 0 {
+		ttl = ttlField(limit.pttl)
+	}
+	fmt.Fprintf(w, "  limit %s (stored by SetLimit)  %s\n", printable(limit.val), ttl)
+}
+
+// permitsField is the permits a holder or waiter of a weighted semaphore
+// holds or asks for, when more than one.
+func permitsField(weights map[string]string, token string) string {
+	if n, ok := weights[token]; ok {
+		return "permits=" + printable(n)
+	}
+	return ""
 }
 
 // showHolders shows the members of a sorted set of holders (token ->
 // expiry in server ms), by fence, then token.
-func showHolders(w io.Writer, now int64, role string, holders keyState, fences, who map[string]string) {
+func showHolders(w io.Writer, now int64, role string, holders keyState, fences, who, weights map[string]string) {
 	ms := slices.Clone(holders.zset)
 	fence := func(m member) int64 {
 		f, err := strconv.ParseInt(fences[m.token], 10, 64)
@@ -412,7 +468,7 @@ func showHolders(w io.Writer, now int64, role string, holders keyState, fences, 
 		return cmp.Or(cmp.Compare(fence(a), fence(b)), strings.Compare(a.token, b.token))
 	})
 	for _, m := range ms {
-		line(w, role, m.token, fenceField(fences[m.token]), ttlField(m.score-now), traceField(who[m.token]))
+		line(w, role, m.token, fenceField(fences[m.token]), permitsField(weights, m.token), ttlField(m.score-now), traceField(who[m.token]))
 	}
 }
 
@@ -420,8 +476,9 @@ func showHolders(w io.Writer, now int64, role string, holders keyState, fences, 
 // the holders hash hold, the others wait (their TTL is how long their place
 // outlives their last attempt).
 func showFair(w io.Writer, now int64, k func(string) keyState) {
+	showLimit(w, k(":limit"))
 	queue, alive := k(":queue"), k(":alive")
-	holders, who := k(":holders").hash, k(":who").hash
+	holders, who, weights := k(":holders").hash, k(":who").hash, k(":weights").hash
 	for _, m := range queue.zset {
 		ticket := "ticket=" + strconv.FormatInt(m.score, 10)
 		ttl := "ttl=?"
@@ -429,9 +486,9 @@ func showFair(w io.Writer, now int64, k func(string) keyState) {
 			ttl = ttlField(exp - now)
 		}
 		if f, ok := holders[m.token]; ok {
-			line(w, "holder", m.token, ticket, fenceField(f), ttl, traceField(who[m.token]))
+			line(w, "holder", m.token, ticket, fenceField(f), permitsField(weights, m.token), ttl, traceField(who[m.token]))
 		} else {
-			line(w, "waiting", m.token, ticket, ttl)
+			line(w, "waiting", m.token, ticket, permitsField(weights, m.token), ttl)
 		}
 	}
 	if len(queue.zset) == 0 {
@@ -596,7 +653,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"give -force and -confirm %s to do it (nothing was changed)", errUsage, k.name, printable(name), printable(name))
 	}
 	base := primitives.KeyBase(o.prefix, name)
-	keys := k.allKeys(base)
+	keys := k.releaseKeys(base)
 	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
 		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll})
 		if err != nil {

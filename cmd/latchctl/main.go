@@ -6,6 +6,7 @@
 //	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
+//	latchctl limit NAME N [-kind sem|fairsem] [-addr host:port] [-prefix latch:]
 //
 // demo and bench without -addr start an embedded Redis (miniredis)
 // in-process; the other commands connect to -addr (default localhost:6379).
@@ -13,7 +14,9 @@
 // clock, trace id when middleware.Tracing stored one), an RWLock's readers,
 // writer and waiting writers, a fair semaphore's queue; list finds
 // primitives with SCAN, never KEYS; release deletes a stuck primitive's
-// keys, except its fence counter, and wakes its waiters.
+// keys, except its fence counter (and a stored limit), and wakes its
+// waiters; limit stores a Semaphore's or FairSemaphore's limit
+// (Semaphore.SetLimit), which every client of the name then grants by.
 package main
 
 import (
@@ -37,6 +40,7 @@ var commands = []command{
 	{"inspect", "show who holds a primitive: token prefixes, fences, TTLs, trace ids", runInspect},
 	{"list", "list the primitives under a prefix (by SCAN)", runList},
 	{"release", "force-release a stuck primitive, keeping its fence counter", runRelease},
+	{"limit", "store a semaphore's limit in Redis: every client grants by it from then on", runLimit},
 	{"bench", "measure latchkit: uncontended vs the floor, and 16 clients on one key", runBench},
 }
 

@@ -9,6 +9,7 @@ if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 and alive and tonumber(alive) > 
   local ttl = tonumber(ARGV[2])
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   keep(KEYS[1], ttl); keep(KEYS[2], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl); keep(KEYS[7], ttl)
+  if redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then keep(KEYS[9], ttl) end
   return 1
 end
 return 0

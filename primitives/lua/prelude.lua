@@ -156,38 +156,103 @@ local function remember(key, tok, now)
   redis.call('PEXPIRE', key, $MARKER_MS)
 end
 
---@ fair_hand_over uses digest raise_fence
+--@ limit_of
+-- limit_of is the limit a semaphore grants by: the one SetLimit stored at
+-- key, when there is one and stored is '1', else def (the constructor's).
+-- A FairMutex passes stored '0': it is one permit whatever is stored. It
+-- returns nil and the error reply to return when key holds something
+-- that is not an integer (a key of another type raises WRONGTYPE). It
+-- writes nothing.
+local function limit_of(key, def, stored)
+  if stored ~= '1' then return tonumber(def) end
+  local s = redis.call('GET', key)
+  if not s then return tonumber(def) end
+  local n = tonumber(s)
+  if not n then return nil, redis.error_reply('WRONGTYPE stored limit ' .. key .. ' is not an integer') end
+  return n
+end
+
+--@ weight_of
+-- weight_of is how many permits tok holds or asks for: its entry in the
+-- weights hash wkey (only weights above one are stored), else 1.
+local function weight_of(wkey, tok)
+  return tonumber(redis.call('HGET', wkey, tok) or '1') or 1
+end
+
+--@ invalid
+-- invalid is the error reply of an argument the script refuses before it
+-- writes anything; the Go side reads it as latchkit.ErrInvalid.
+local function invalid(msg)
+  return redis.error_reply('$INVALID ' .. msg)
+end
+
+--@ fair_ahead uses weight_of
+-- fair_ahead sums the weights of a FairSemaphore's tickets ahead of tok in
+-- the queue q (of every ticket when tok is false): holders whatever their
+-- weight, waiters no heavier than limit (a heavier one can never be
+-- granted and is passed over until its next attempt takes it out). It
+-- stops as soon as the sum passes most. With no weight stored (every
+-- ticket one permit) it is the rank, or the queue's length.
+local function fair_ahead(q, wkey, holders, tok, limit, most)
+  if redis.call('HLEN', wkey) == 0 then
+    if tok then return redis.call('ZRANK', q, tok) end
+    return redis.call('ZCARD', q)
+  end
+  local sum, i = 0, 0
+  while true do
+    local batch = redis.call('ZRANGE', q, i, i + 99)
+    if #batch == 0 then return sum end
+    for _, t in ipairs(batch) do
+      if t == tok then return sum end
+      local w = weight_of(wkey, t)
+      if w <= limit or redis.call('HEXISTS', holders, t) == 1 then sum = sum + w end
+      if sum > most then return sum end
+    end
+    i = i + 100
+  end
+end
+
+--@ fair_hand_over uses digest raise_fence weight_of
 -- fair_hand_over runs once a FairSemaphore holder or queued waiter has
--- left (KEYS as fair_acquire; ARGV[2] the release channel, ARGV[3] the
--- limit, ARGV[4] how long a permit handed over waits for its new holder to
--- confirm, ms): every live waiting ticket now among the first limit is
--- granted its permit at once (fence, holder entry, at most ARGV[4] ms of
--- liveness to confirm in) and woken alone by a message on its process's
--- inbox (without one: on the release channel) naming it by digest; dead
--- waiting tickets met on the way are dropped. Tickets of holders keep
--- their rank. ARGV[5] is the fence counter's retention (see raise_fence).
-local function fair_hand_over(now)
-  local limit, confirm = tonumber(ARGV[3]), tonumber(ARGV[4])
-  local i = 0
-  while i < limit do
+-- left, or its limit was raised (KEYS as fair_acquire): going down the
+-- queue from its head while the permits counted stay within limit, every
+-- live waiting ticket that fits is granted its permits at once (fence,
+-- holder entry, at most confirm ms of liveness to confirm in) and woken
+-- alone by a message on its process's inbox (without one: on chan) naming
+-- it by digest; the first live waiting ticket that does not fit stops it,
+-- so a large request at the head is never overtaken by smaller ones behind
+-- it. A waiting ticket heavier than limit (SetLimit lowered it) is passed
+-- over; dead waiting tickets met on the way are dropped. Holders count
+-- with their weight and keep their place. ret is the fence counter's
+-- retention (see raise_fence).
+local function fair_hand_over(now, limit, chan, confirm, ret)
+  local used, i = 0, 0
+  while used < limit do
     local w = redis.call('ZRANGE', KEYS[1], i, i)[1]
     if not w then return end
+    local n = weight_of(KEYS[9], w)
     if redis.call('HEXISTS', KEYS[5], w) == 1 then
+      used = used + n
       i = i + 1
     else
       local alive = redis.call('ZSCORE', KEYS[2], w)
       if alive and tonumber(alive) > now then
-        redis.call('HSET', KEYS[5], w, raise_fence(KEYS[4], ARGV[5]))
-        redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
-        local box = redis.call('HGET', KEYS[8], w)
-        redis.call('HDEL', KEYS[8], w)
-        redis.call('PUBLISH', box or ARGV[2], '$TARGET' .. digest(w))
+        if n <= limit then
+          if used + n > limit then return end
+          redis.call('HSET', KEYS[5], w, raise_fence(KEYS[4], ret))
+          redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
+          local box = redis.call('HGET', KEYS[8], w)
+          redis.call('HDEL', KEYS[8], w)
+          redis.call('PUBLISH', box or chan, '$TARGET' .. digest(w))
+          used = used + n
+        end
         i = i + 1
       else
         redis.call('ZREM', KEYS[1], w)
         redis.call('ZREM', KEYS[2], w)
         redis.call('HDEL', KEYS[7], w)
         redis.call('HDEL', KEYS[8], w)
+        redis.call('HDEL', KEYS[9], w)
       end
     end
   end

@@ -1,22 +1,30 @@
---@uses now_ms remember
--- The release of a Semaphore permit, and (ARGV[3] = "1") the give-back of
--- an acquisition that ended without a grant: the permit the token may
--- hold is freed, and the token remembered (a retried release succeeds, a
--- late attempt is refused).
--- KEYS as sem_acquire.
+--@uses now_ms remember weight_of
+-- The release of a Semaphore lease (all the permits it holds), and
+-- (ARGV[3] = "1") the give-back of an acquisition that ended without a
+-- grant: the permits the token may hold are freed, and the token
+-- remembered (a retried release succeeds, a late attempt is refused).
+-- KEYS as sem_acquire (the first six).
 -- ARGV: 1 token, 2 the release channel, 3 "1" for a give-back.
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
+--
+-- The release message counts the permits freed, each waking one waiter;
+-- while a waiter for several permits is marked (see sem_acquire) it wakes
+-- every waiter.
 local now = now_ms()
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local done = redis.call('ZSCORE', KEYS[4], ARGV[1])
+local n = weight_of(KEYS[6], ARGV[1])
 if exp then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HDEL', KEYS[6], ARGV[1])
   if tonumber(exp) > now then
     remember(KEYS[4], ARGV[1], now)
-    redis.call('PUBLISH', ARGV[2], '$WAKE_ONE')
+    local wake = tostring(n)
+    if tonumber(redis.call('HGET', KEYS[6], '~') or '0') > now then wake = '$WAKE_ALL' end
+    redis.call('PUBLISH', ARGV[2], wake)
     return 1
   end
 end
