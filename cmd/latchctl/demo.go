@@ -326,11 +326,22 @@ func (m *market) trade(ctx context.Context, me int) error {
 		} else {
 			err = m.list(ctx, c, rng, me)
 		}
-		if err != nil && ctx.Err() == nil {
+		if err != nil && !over(ctx) {
 			return err
 		}
 	}
 	return nil
+}
+
+// over reports whether the run's time is up: its context ended, or its
+// deadline has passed and the context's timer has yet to run (a call that
+// gave up at the deadline can return first, on a busy machine).
+func over(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // release gives leases back, the last taken first.
@@ -345,7 +356,7 @@ func release(leases []latchkit.Lease) error {
 func (m *market) buy(ctx context.Context, c client, rng *mrand.Rand, me int, prices primitives.RWLock, checkout primitives.Semaphore) (err error) {
 	var leases []latchkit.Lease
 	defer func() {
-		if rerr := release(leases); err == nil && ctx.Err() == nil {
+		if rerr := release(leases); err == nil && !over(ctx) {
 			err = rerr
 		}
 	}()
@@ -476,7 +487,7 @@ func (m *market) list(ctx context.Context, c client, rng *mrand.Rand, me int) (e
 		return err
 	}
 	defer func() {
-		if rerr := l.Release(context.Background()); err == nil && ctx.Err() == nil {
+		if rerr := l.Release(context.Background()); err == nil && !over(ctx) {
 			err = rerr
 		}
 	}()
@@ -513,7 +524,7 @@ func (m *market) reprice(ctx context.Context) error {
 		}
 		w, err := m.lock(ctx, rw.Lock)
 		if err != nil {
-			if ctx.Err() != nil {
+			if over(ctx) {
 				return nil
 			}
 			return err
@@ -530,7 +541,7 @@ func (m *market) reprice(ctx context.Context) error {
 			err = rerr
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if over(ctx) {
 				return nil
 			}
 			return err
