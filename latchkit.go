@@ -92,6 +92,7 @@ const (
 	KindFairMutex      Kind = "fair_mutex"
 	KindMultiLock      Kind = "multilock"
 	KindRedlock        Kind = "redlock"
+	KindElection       Kind = "election"
 )
 
 // Acquire makes a primitive's acquisition happen: the innermost Acquire of a

@@ -24,6 +24,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReentrantMutex", func(t *testing.T) { RunReentrant(t, h) })
 	t.Run("Semaphore", func(t *testing.T) { RunSemaphore(t, h) })
 	t.Run("Weighted", func(t *testing.T) { RunWeighted(t, h) })
+	t.Run("Election", func(t *testing.T) { RunElection(t, h) })
 	t.Run("RWLock", func(t *testing.T) { RunRWLock(t, h) })
 	t.Run("Fair", func(t *testing.T) { RunFair(t, h) })
 	t.Run("MultiLock", func(t *testing.T) { RunMultiLock(t, h) })

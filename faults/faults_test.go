@@ -191,6 +191,15 @@ var prims = []prim{
 		}
 		return l.RLock, l.TryRLock, false, nil
 	}},
+	{"Election", 1, func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		e, err := primitives.NewElection(b, "res", opts...)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		me := fmt.Sprintf("worker-%d", w)
+		return func(ctx context.Context) (latchkit.Lease, error) { return e.Campaign(ctx, me) },
+			func(ctx context.Context) (latchkit.Lease, error) { return e.TryCampaign(ctx, me) }, true, nil
+	}},
 }
 
 // hold is one grant as its client saw it.

@@ -191,6 +191,11 @@ func spanName(req *latchkit.Request) string {
 			return "latchkit.TryAcquire"
 		}
 		return "latchkit.Acquire"
+	case latchkit.KindElection:
+		if req.Try {
+			return "latchkit.TryCampaign"
+		}
+		return "latchkit.Campaign"
 	}
 	if req.Try {
 		return "latchkit.TryLock"

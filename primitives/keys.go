@@ -13,7 +13,7 @@ import (
 // the layout: the primitives make their keys from it, latchctl reads and
 // releases primitives by it, and the conformance suite inspects them by it.
 type Layout struct {
-	// Kind names the layout: "mutex", "rw", "sem" or "fairsem".
+	// Kind names the layout: "mutex", "rw", "sem", "fairsem", "election".
 	Kind string
 	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair".
 	Sub string
@@ -69,8 +69,17 @@ var (
 		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
 )
 
+// ElectionLayout: an Election is a Mutex of its own (its first seven keys
+// are the Mutex layout's, under ":el") with the seat (hash v -> the
+// leader's value, f -> its fence, expiring with the lock) and the waiting
+// candidates' values (hash queue entry -> value).
+var ElectionLayout = Layout{"election", ":el", append(append([]LayoutKey(nil), MutexLayout.Keys...),
+	LayoutKey{Suffix: ":seat", Type: "hash"}, LayoutKey{Suffix: ":cand", Type: "hash"})}
+
 // Layouts are every layout, for tools that look at Redis.
-func Layouts() []Layout { return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout} }
+func Layouts() []Layout {
+	return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout, ElectionLayout}
+}
 
 // KeysOf returns the keys of the primitive named name under prefix, in
 // script order.

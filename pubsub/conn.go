@@ -231,6 +231,11 @@ func (h *Hub) deliver(m backend.Message) {
 	if ch == nil {
 		return
 	}
+	for _, w := range ch.waiters {
+		if w.heard != nil {
+			w.heard(m.Channel, m.Payload)
+		}
+	}
 	if id, ok := strings.CutPrefix(m.Payload, TargetPrefix); ok {
 		for _, w := range ch.waiters {
 			if w.id == id {

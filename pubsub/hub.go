@@ -85,6 +85,7 @@ type Waiter struct {
 	channels []string
 	c        chan struct{} // capacity 1: a wake-up is never lost, never doubled
 	left     bool
+	heard    func(channel, payload string) // Listen's: every message, under the Hub's lock
 }
 
 // Join registers a waiter for channels and subscribes them: once Join
@@ -102,21 +103,32 @@ func (h *Hub) Join(ctx context.Context, channels ...string) (*Waiter, bool) {
 // JoinAs is Join for a waiter named id: besides the usual wake-ups, a
 // release message whose payload is Target(id) wakes it, and only it.
 func (h *Hub) JoinAs(ctx context.Context, id string, channels ...string) (*Waiter, bool) {
-	w, ready := h.register(id, channels)
+	w, ready := h.register(id, nil, channels)
+	return h.await(ctx, w, ready)
+}
+
+// Listen is Join for a listener that wants the messages themselves, not
+// only wake-ups: heard is called with the channel and payload of every
+// message on channels, in the order the subscription received them, from
+// the Hub's receive loop with its lock held (it must not block nor call
+// the Hub). C still receives after messages, and when the subscription
+// drops (Live is then false: messages may have been lost meanwhile).
+func (h *Hub) Listen(ctx context.Context, heard func(channel, payload string), channels ...string) (*Waiter, bool) {
+	w, ready := h.register("", heard, channels)
 	return h.await(ctx, w, ready)
 }
 
 // register adds a waiter for channels and starts whatever subscribing they
 // need; it returns the channels' ready signals to wait on.
-func (h *Hub) register(id string, channels []string) (*Waiter, []chan struct{}) {
+func (h *Hub) register(id string, heard func(string, string), channels []string) (*Waiter, []chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.registerLocked(id, channels)
+	return h.registerLocked(id, heard, channels)
 }
 
 // registerLocked is register with mu held.
-func (h *Hub) registerLocked(id string, channels []string) (*Waiter, []chan struct{}) {
-	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1)}
+func (h *Hub) registerLocked(id string, heard func(string, string), channels []string) (*Waiter, []chan struct{}) {
+	w := &Waiter{h: h, id: id, channels: channels, c: make(chan struct{}, 1), heard: heard}
 	var ready []chan struct{}
 	var fresh []string
 	var freshChans []*channel

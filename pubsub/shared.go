@@ -59,7 +59,20 @@ func JoinShared(ctx context.Context, b backend.Backend, id string, channels []st
 	}
 	hubs.Lock()
 	h := lookupLocked(b, opts)
-	w, ready := h.register(id, channels)
+	w, ready := h.register(id, nil, channels)
+	hubs.Unlock()
+	return h.await(ctx, w, ready)
+}
+
+// ListenShared is Listen on the process's shared Hub of b (see
+// JoinShared).
+func ListenShared(ctx context.Context, b backend.Backend, heard func(channel, payload string), channels ...string) (*Waiter, bool) {
+	if b == nil || !registry.Shareable(b) {
+		return For(b).Listen(ctx, heard, channels...)
+	}
+	hubs.Lock()
+	h := lookupLocked(b, nil)
+	w, ready := h.register("", heard, channels)
 	hubs.Unlock()
 	return h.await(ctx, w, ready)
 }
@@ -90,6 +103,6 @@ func JoinLive(b backend.Backend, id string, channels []string) *Waiter {
 			return nil
 		}
 	}
-	w, _ := h.registerLocked(id, channels) // every channel is live: nothing to subscribe
+	w, _ := h.registerLocked(id, nil, channels) // every channel is live: nothing to subscribe
 	return w
 }

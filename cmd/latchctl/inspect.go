@@ -4,7 +4,7 @@ package main
 // release, delete) a primitive's keys directly, in the layouts the scripts
 // of package primitives document:
 //
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port] [-prefix latch:]
 //
@@ -63,7 +63,7 @@ type keySpec struct {
 // FairSemaphore of one permit.
 var kinds = func() []kind {
 	show := map[string]func(io.Writer, int64, func(string) keyState){
-		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair,
+		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair, "election": showElection,
 	}
 	var ks []kind
 	for _, l := range primitives.Layouts() {
@@ -84,7 +84,7 @@ func kindByName(s string) (*kind, error) {
 			return &kinds[i], nil
 		}
 	}
-	return nil, fmt.Errorf("%w: -kind %q: want mutex, rw, sem or fairsem", errUsage, s)
+	return nil, fmt.Errorf("%w: -kind %q: want mutex, rw, sem, fairsem or election", errUsage, s)
 }
 
 // kindOfSuffix returns the kind a key's suffix (after its KeyBase) belongs
@@ -319,8 +319,8 @@ func (o *toolFlags) connect(ctx context.Context, f func(backend.Backend, func(co
 // under NAME.
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("inspect", "NAME [-kind mutex|rw|sem|fairsem] [flags]", stderr)
-	kindFlag := fs.String("kind", "", "mutex, rw, sem or fairsem (default: every kind with keys under NAME)")
+	fs := o.flagSet("inspect", "NAME [-kind mutex|rw|sem|fairsem|election] [flags]", stderr)
+	kindFlag := fs.String("kind", "", "mutex, rw, sem, fairsem or election (default: every kind with keys under NAME)")
 	name, err := o.parse(fs, args, true)
 	if err != nil {
 		return err
@@ -391,6 +391,38 @@ func showMutex(w io.Writer, now int64, k func(string) keyState) {
 			ttl = ttlField(exp - now)
 		}
 		line(w, "waiting", m.token, ttl)
+	}
+}
+
+// showElection shows an Election's leader (its value, fence and TTL, and
+// the holder's token prefix), then the campaigners waiting in arrival
+// order with the values they campaign with.
+func showElection(w io.Writer, now int64, k func(string) keyState) {
+	lock, seat, cand := k(""), k(":seat"), k(":cand").hash
+	if lock.typ == "string" {
+		ttl := "ttl=none"
+		if lock.pttl >= 0 {
+			ttl = ttlField(lock.pttl)
+		}
+		value := "value=(handed over, not yet confirmed)"
+		if v, ok := seat.hash["v"]; ok {
+			value = "value=" + printable(v)
+		}
+		line(w, "leader", lock.val, value, fenceField(seat.hash["f"]), ttl, traceField(k(":who").val))
+	} else {
+		fmt.Fprintln(w, "  no leader")
+	}
+	alive := k(":qlive")
+	for _, m := range k(":q").zset {
+		ttl := "ttl=?"
+		if exp, ok := alive.score(m.token); ok {
+			ttl = ttlField(exp - now)
+		}
+		value := ""
+		if v, ok := cand[m.token]; ok {
+			value = "value=" + printable(v)
+		}
+		line(w, "waiting", m.token, value, ttl)
 	}
 }
 
@@ -633,8 +665,8 @@ func globEscape(s string) string {
 // NAME.
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("release", "NAME -kind mutex|rw|sem|fairsem -force -confirm NAME [flags]", stderr)
-	kindFlag := fs.String("kind", "", "mutex, rw, sem or fairsem (required)")
+	fs := o.flagSet("release", "NAME -kind mutex|rw|sem|fairsem|election -force -confirm NAME [flags]", stderr)
+	kindFlag := fs.String("kind", "", "mutex, rw, sem, fairsem or election (required)")
 	force := fs.Bool("force", false, "really delete the primitive's keys")
 	confirm := fs.String("confirm", "", "NAME again, to confirm")
 	name, err := o.parse(fs, args, true)
@@ -642,7 +674,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *kindFlag == "" {
-		return fmt.Errorf("%w: release needs -kind (mutex, rw, sem or fairsem)", errUsage)
+		return fmt.Errorf("%w: release needs -kind (mutex, rw, sem, fairsem or election)", errUsage)
 	}
 	k, err := kindByName(*kindFlag)
 	if err != nil {

@@ -498,7 +498,7 @@ func TestInspectBadInput(t *testing.T) {
 	}{
 		{[]string{"inspect"}, "missing NAME"},
 		{[]string{"inspect", ""}, "empty NAME"},
-		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rw, sem or fairsem`},
+		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rw, sem, fairsem or election`},
 		{[]string{"inspect", "x", "y"}, `unexpected argument "y"`},
 		{[]string{"inspect", "x", "-prefix", "a{"}, `-prefix "a{"`},
 		{[]string{"inspect", "x", "-addr", ""}, "-addr is empty"},

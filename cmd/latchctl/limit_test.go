@@ -64,3 +64,28 @@ func TestLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectElection: inspect shows an Election's leader with its value
+// and fence, and its waiting campaigners with theirs, in arrival order.
+func TestInspectElection(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	el := must[primitives.Election](t)(primitives.NewElection(e.b, "scheduler", holdOpts...))
+	lead := must[latchkit.Lease](t)(el.Campaign(ctx, "pod-7"))
+	defer lead.Release(context.Background())
+	go el.Campaign(ctx, "pod-3") //nolint:errcheck // ends with ctx
+	waitFor(t, "pod-3 queued", func() bool {
+		return e.do(t, "ZCARD", primitives.ElectionLayout.KeysOf(primitives.DefaultPrefix, "scheduler")[5]) == int64(1)
+	})
+	out := e.mustRun(t, "inspect", "scheduler")
+	if !strings.HasPrefix(out, "election scheduler:") {
+		t.Errorf("inspect without -kind does not find the election:\n%s", out)
+	}
+	if ln := holderLine(t, out, "leader", lead); !strings.Contains(ln, "value=pod-7") {
+		t.Errorf("leader line: %q", ln)
+	}
+	if !strings.Contains(out, "waiting") || !strings.Contains(out, "value=pod-3") {
+		t.Errorf("the waiting campaigner is not shown:\n%s", out)
+	}
+}

@@ -3,7 +3,7 @@
 //
 //	latchctl demo [-addr host:port] [-driver goredis|rueidis|valkey] ...
 //	latchctl bench [-addr host:port] [-driver goredis|rueidis|valkey] [-duration d] [-clients n]
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
 //	latchctl limit NAME N [-kind sem|fairsem] [-addr host:port] [-prefix latch:]

@@ -113,7 +113,8 @@ end
 -- (the entry is "token inbox"; an entry without an inbox: on chan) naming
 -- it by digest. Without a queue (a Redlock's keys: KEYS[k+5] absent) or
 -- with an empty one, it deletes the lock; without a queue it also wakes a
--- waiter per process on chan. It returns true when it handed the lock over.
+-- waiter per process on chan. When it handed the lock over it returns the
+-- new holder's token, its fence and its queue entry; otherwise false.
 -- ret is the retention of the fence counter (see raise_fence).
 local function hand_over(k, tok, chan, hand, ret)
   local q, qlive = KEYS[k+5], KEYS[k+6]
@@ -128,17 +129,63 @@ local function hand_over(k, tok, chan, hand, ret)
       local t, box = string.match(head, '^(%S+) (.+)$')
       t = t or head
       if t ~= tok and alive and tonumber(alive) > now then
-        raise_fence(KEYS[k+1], ret)
+        local f = raise_fence(KEYS[k+1], ret)
         redis.call('SET', KEYS[k], t, 'PX', hand)
         redis.call('DEL', KEYS[k+3])
         redis.call('PUBLISH', box or chan, '$TARGET' .. digest(t))
-        return true
+        return t, f, head
       end
     end
   end
   redis.call('DEL', KEYS[k], KEYS[k+3])
   if not q then redis.call('PUBLISH', chan, '$WAKE_ONE') end
   return false
+end
+
+--@ mutex_attempt uses enqueue dequeue raise_fence
+-- mutex_attempt is one attempt at a mutex lock (KEYS 1-5, and 6-7 for a
+-- waiting Lock: the Mutex key layout) by token tok for ttl ms, storing
+-- note beside a grant ("" for none). A waiting Lock gives wait (the waiter
+-- timeout, ms) and entry (its queue entry, "token inbox"); a single
+-- attempt gives false for both. ret is the fence counter's retention.
+-- It returns the reply of mutex_acquire: {1, fence} granted; {0, wait
+-- hint ms, the holder's annotation or false} held.
+--
+-- A token given back is refused: this is a late copy of an attempt whose
+-- acquisition has ended. A waiting Lock that finds the lock held queues,
+-- or heartbeats its place. Whenever it is granted, its entry leaves the
+-- queue: also when an earlier try of this attempt queued it and a resent
+-- copy wins the lock. Finding its own token means an earlier try of this
+-- attempt got through (its reply was lost), or a release handed the lock
+-- over: granted, with the TTL refreshed.
+local function mutex_attempt(tok, ttl, note, wait, entry, ret)
+  if redis.call('ZSCORE', KEYS[5], tok) then return {0, 0, false} end
+  if redis.call('SET', KEYS[1], tok, 'NX', 'PX', ttl) then
+    local f, bad = raise_fence(KEYS[2], ret)
+    if not f then
+      redis.call('DEL', KEYS[1])
+      return redis.error_reply('WRONGTYPE fence counter: ' .. tostring(bad.err))
+    end
+    if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
+    if wait then dequeue(KEYS[6], KEYS[7], entry) end
+    return {1, f}
+  end
+  local v = redis.call('GET', KEYS[1])
+  if v == tok then
+    local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
+    if wait then dequeue(KEYS[6], KEYS[7], entry) end
+    return {1, f}
+  end
+  local hint = redis.call('PTTL', KEYS[1])
+  local who = redis.call('GET', KEYS[4])
+  if wait then
+    wait = tonumber(wait)
+    enqueue(KEYS[6], KEYS[7], entry, wait)
+    hint = math.min(hint, math.max(math.floor(wait / 3), 1))
+  end
+  return {0, hint, who}
 end
 
 --@ remember
@@ -256,4 +303,44 @@ local function fair_hand_over(now, limit, chan, confirm, ret)
       end
     end
   end
+end
+
+--@ seat
+-- seat records value as the leader with fence f in the seat key (a hash
+-- {v, f}, expiring in ms with the lock) and, when the seat changed hands,
+-- tells observers on chan: "L<fence> <ms> <value>".
+local function seat(key, chan, f, value, ms)
+  local cur = redis.call('HGET', key, 'f')
+  redis.call('HSET', key, 'v', value)
+  redis.call('HSET', key, 'f', string.format('%.0f', f))
+  redis.call('PEXPIRE', key, ms)
+  if tonumber(cur) ~= tonumber(f) then
+    redis.call('PUBLISH', chan, 'L' .. string.format('%.0f', f) .. ' ' .. ms .. ' ' .. value)
+  end
+end
+
+--@ unseat
+-- unseat empties the seat key and tells observers on chan: "E<fence>", the
+-- fence of the leader that left.
+local function unseat(key, chan)
+  local f = redis.call('HGET', key, 'f')
+  redis.call('DEL', key)
+  if f then redis.call('PUBLISH', chan, 'E' .. f) end
+end
+
+--@ pass_seat uses seat unseat
+-- pass_seat follows a leader's lock leaving (released or given back): when
+-- hand_over gave it to the candidate of queue entry entry, with fence f,
+-- that candidate is seated for hand ms (its value is in the candidates'
+-- hash KEYS[9]); otherwise the seat is emptied.
+local function pass_seat(t, f, entry, hand, chan)
+  if t then
+    local v = redis.call('HGET', KEYS[9], entry)
+    redis.call('HDEL', KEYS[9], entry)
+    if v then
+      seat(KEYS[8], chan, f, v, hand)
+      return
+    end
+  end
+  unseat(KEYS[8], chan)
 end

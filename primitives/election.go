@@ -1,0 +1,467 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/pubsub"
+)
+
+// Election elects one leader at a time among the processes that campaign
+// for its name (etcd's concurrency.Election, Kubernetes' leader election).
+// Leadership is a lease: it ends when the leader resigns (Release), or is
+// lost (Context ends) before the server could seat anyone else.
+type Election interface {
+	// Campaign blocks until value leads (or ctx is done) and returns the
+	// leadership as a lease: Fence strictly increases from one leadership
+	// to the next, Context ends when leadership is lost, Release resigns,
+	// and the next campaigner takes over at once (woken, in arrival
+	// order). value is what Leader and Observe report: a non-empty string
+	// of at most MaxLeaderValue bytes, else an error matching
+	// latchkit.ErrInvalid.
+	Campaign(ctx context.Context, value string) (latchkit.Lease, error)
+	// TryCampaign makes one attempt: it leads at once if the seat is free
+	// (like a Mutex's TryLock, it may take a seat whose leader's lease ran
+	// out before a queued campaigner does), and otherwise returns an error matching
+	// latchkit.ErrNotAcquired (the annotation of the leader it found, when
+	// tracing stored one, is in the *latchkit.HeldError). It never queues.
+	TryCampaign(ctx context.Context, value string) (latchkit.Lease, error)
+	// Leader returns the current leader, or an error matching ErrNoLeader
+	// when the seat is empty.
+	Leader(ctx context.Context) (LeaderInfo, error)
+	// Observe returns a channel that receives the current leader first,
+	// then every change in order: a new leader, or a zero LeaderInfo when
+	// the seat falls empty (a resignation with nobody waiting, or a leader
+	// that stopped renewing). It is closed when ctx ends. After its
+	// subscription drops, an observer re-reads the leader, so it never
+	// reports a stale one, though changes made meanwhile may be skipped.
+	// A consumer more than a thousand changes behind skips to the current
+	// leader the same way.
+	Observe(ctx context.Context) <-chan LeaderInfo
+	// Run campaigns with value, calls fn with a context that ends when
+	// leadership is lost (or ctx ends), resigns when fn returns, and
+	// campaigns again, until ctx ends; it then returns ctx's error. When fn
+	// returns an error while still leading, Run resigns and returns it. A
+	// campaign that fails for good (bad input, a closed client) ends Run
+	// with its error.
+	Run(ctx context.Context, value string, fn func(ctx context.Context) error) error
+}
+
+// LeaderInfo is who leads an Election: the value it campaigned with and the
+// fence of its leadership. The zero LeaderInfo means nobody leads.
+type LeaderInfo struct {
+	Value string
+	Fence int64
+}
+
+// ErrNoLeader is the error of Leader when nobody leads.
+var ErrNoLeader = errors.New("latchkit: no leader")
+
+// MaxLeaderValue is the longest value a campaign may give.
+const MaxLeaderValue = 4096
+
+// The Election scripts (lua/el_*.lua; keys in el_acquire.lua). A
+// campaign is a waiting Mutex Lock on the election's own keys (the Mutex
+// layout, under ":el") that also keeps the seat: who leads, with which
+// fence, expiring with the lock. A resignation hands the lock to the oldest
+// live campaigner and seats it in the same script; every change of the
+// seat is published to observers with the new leader in the message.
+var (
+	elAcquire  = loadScript("el_acquire")
+	elRelease  = loadScript("el_release")
+	elWithdraw = loadScript("el_withdraw")
+	elExtend   = loadScript("el_extend")
+	elLeader   = loadScript("el_leader")
+)
+
+type election struct {
+	b       backend.Backend
+	name    string
+	cfg     config
+	keys    []string
+	channel string   // campaigners' release channel
+	obs     string   // observers' channel
+	wchans  []string // {channel, inbox}
+	inbox   string
+	ttlArg  string
+	waitArg string
+	handArg string
+}
+
+// NewElection returns the Election named name on b. Its leases have the
+// options' TTL (WithTTL) and are renewed by auto-extend (WithAutoExtend):
+// a leader whose process dies is replaced within its TTL, and one that
+// stops being scheduled learns it was deposed (its lease's Context ends)
+// before the server could seat another. Its keys are the Mutex layout
+// under prefix{name}:el plus the seat (:el:seat) and the waiting
+// candidates' values (:el:cand), and they disappear like a Mutex's when
+// nobody campaigns.
+func NewElection(b backend.Backend, name string, opts ...Option) (Election, error) {
+	cfg, err := newConfig(latchkit.KindElection, b, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	l := ElectionLayout
+	channel := l.Channel(cfg.prefix, name)
+	e := &election{b: b, name: name, cfg: cfg, keys: l.KeysOf(cfg.prefix, name), channel: channel,
+		obs:    KeyBase(cfg.prefix, name) + l.Sub + ":obs",
+		inbox:  pubsub.Inbox(b, channel),
+		ttlArg: ms(cfg.ttl), waitArg: ms(cfg.waiterTimeout), handArg: ms(min(cfg.ttl, cfg.waiterTimeout))}
+	e.wchans = []string{channel, e.inbox}
+	return e, nil
+}
+
+func (e *election) Campaign(ctx context.Context, value string) (latchkit.Lease, error) {
+	return e.campaign(ctx, value, false)
+}
+
+func (e *election) TryCampaign(ctx context.Context, value string) (latchkit.Lease, error) {
+	return e.campaign(ctx, value, true)
+}
+
+func (e *election) campaign(ctx context.Context, value string, try bool) (latchkit.Lease, error) {
+	switch {
+	case value == "":
+		return nil, invalid("campaign", latchkit.KindElection, e.name, "empty value: a leader's value tells it apart from an empty seat")
+	case len(value) > MaxLeaderValue:
+		return nil, invalid("campaign", latchkit.KindElection, e.name, "value of %d bytes, above MaxLeaderValue (%d)", len(value), MaxLeaderValue)
+	}
+	attempt := func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+		start := time.Now()
+		wait, entry := e.waitArg, e.entry(at.token)
+		if at.try {
+			wait, entry = "", ""
+		}
+		args := []string{at.token, e.ttlArg, at.annotation, wait, entry, e.cfg.retArg, value, e.obs}
+		v, acks, err := e.cfg.evalAcquire(ctx, e.b, elAcquire, e.keys, args)
+		if err != nil {
+			return nil, scriptErr(err)
+		}
+		l, err := grant(ctx, v, e, latchkit.KindElection, e.name, at.token, start, &e.cfg)
+		return e.cfg.acked(ctx, l, err, acks)
+	}
+	a := acquisition{op: "campaign", kind: latchkit.KindElection, name: e.name,
+		chans: e.wchans, attempt: attempt, giveBack: e.withdraw, queues: true, wakeID: true}
+	if try {
+		a.try, a.chans, a.giveBack = true, e.wchans[:1], e.giveBack
+	}
+	return e.cfg.acquire(ctx, e.b, a)
+}
+
+// entry is token's queue entry: the token and the inbox of this process.
+func (e *election) entry(token string) string { return token + " " + e.inbox }
+
+// withdraw gives back what a campaign that ended without leading may hold
+// or have queued (see el_withdraw.lua).
+func (e *election) withdraw(ctx context.Context, token string) error {
+	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, e.entry(token), e.cfg.retArg, e.obs})
+	return err
+}
+
+// giveBack gives back what a TryCampaign whose outcome is unknown may hold.
+func (e *election) giveBack(ctx context.Context, token string) error {
+	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.retArg, e.obs})
+	return err
+}
+
+func (e *election) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return extendBy(ctx, e, &e.cfg, token, ttl)
+}
+
+// renewCall is election's one extend call.
+func (e *election) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return e.b, elExtend, e.keys, extendArgs(token, ttl), e.cfg.ackReplicas == 0
+}
+
+func (e *election) release(ctx context.Context, token string) (bool, error) {
+	return flag(e.b.Eval(ctx, elRelease, e.keys, []string{token, e.channel, e.handArg, e.cfg.retArg, e.obs}))
+}
+
+func (e *election) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
+	return remaining(e.b.Eval(ctx, mutexTTL, e.keys[:1], []string{token}))
+}
+
+func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
+	info, _, err := e.read(ctx)
+	if err != nil {
+		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, err)
+	}
+	if info == (LeaderInfo{}) {
+		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, ErrNoLeader)
+	}
+	return info, nil
+}
+
+// read returns the seat: the leader (zero when none) and how long its seat
+// has left.
+func (e *election) read(ctx context.Context) (LeaderInfo, time.Duration, error) {
+	v, err := e.b.Eval(ctx, elLeader, e.keys, nil)
+	if err != nil {
+		return LeaderInfo{}, 0, scriptErr(err)
+	}
+	if v == nil {
+		return LeaderInfo{}, 0, nil
+	}
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) != 3 {
+		return LeaderInfo{}, 0, badReply(v)
+	}
+	val, ok1 := a[0].(string)
+	f, ok2 := a[1].(int64)
+	left, ok3 := a[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return LeaderInfo{}, 0, badReply(v)
+	}
+	return LeaderInfo{Value: val, Fence: f}, time.Duration(left) * time.Millisecond, nil
+}
+
+// seatNews is one message of the observers' channel: a leader seated
+// ("L<fence> <ms> <value>") or the seat emptied ("E<fence>", the fence of
+// the leader that left).
+type seatNews struct {
+	info  LeaderInfo    // the new leader; zero for an emptied seat
+	left  time.Duration // how long the new leader's seat lasts unless renewed
+	fence int64         // the fence the message is about
+}
+
+// parseSeatNews decodes a message of the observers' channel.
+func parseSeatNews(payload string) (seatNews, bool) {
+	if rest, ok := strings.CutPrefix(payload, "E"); ok {
+		f, err := strconv.ParseInt(rest, 10, 64)
+		return seatNews{fence: f}, err == nil
+	}
+	rest, ok := strings.CutPrefix(payload, "L")
+	if !ok {
+		return seatNews{}, false
+	}
+	fs, rest, ok1 := strings.Cut(rest, " ")
+	ttl, value, ok2 := strings.Cut(rest, " ")
+	f, err1 := strconv.ParseInt(fs, 10, 64)
+	d, err2 := strconv.ParseInt(ttl, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || value == "" {
+		return seatNews{}, false
+	}
+	return seatNews{info: LeaderInfo{Value: value, Fence: f}, left: time.Duration(d) * time.Millisecond, fence: f}, true
+}
+
+// maxObserved bounds the messages an observer keeps for a slow consumer;
+// past it, the observer drops them and re-reads the leader.
+const maxObserved = 1024
+
+func (e *election) Observe(ctx context.Context) <-chan LeaderInfo {
+	out := make(chan LeaderInfo)
+	go e.observe(ctx, out)
+	return out
+}
+
+// observer is the state of one Observe: the messages heard and not yet
+// handled, and whether they can be trusted to be complete.
+type observer struct {
+	mu    sync.Mutex
+	news  []string
+	stale bool // messages were dropped (too many, or the subscription): re-read
+}
+
+func (o *observer) heard(_, payload string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.news) >= maxObserved {
+		o.news, o.stale = o.news[:0], true
+		return
+	}
+	o.news = append(o.news, payload)
+}
+
+// take returns the messages heard since the last take, and whether the
+// leader must be read again.
+func (o *observer) take() ([]string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	news, stale := o.news, o.stale
+	o.news, o.stale = nil, false
+	return news, stale
+}
+
+// observe feeds out until ctx ends: subscribe first, then read the seat,
+// then apply each message in order (ignoring any about fences already
+// seen), re-reading the seat when its leader's time is up (an expiry
+// publishes nothing), when messages may have been lost, and, while the
+// subscription is down, at the retry policy's pace.
+func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
+	defer close(out)
+	o := &observer{}
+	w, live := pubsub.ListenShared(ctx, e.b, o.heard, e.obs)
+	defer w.Leave()
+	var (
+		cur     LeaderInfo
+		sent    bool
+		expires time.Time // when cur's seat runs out unless renewed; zero: none
+		policy  = e.cfg.retry()
+	)
+	pace := func() time.Duration { return nextPause(policy) }
+	send := func(info LeaderInfo) bool {
+		if sent && info == cur {
+			return true
+		}
+		select {
+		case out <- info:
+			cur, sent = info, true
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	reread := true
+	for {
+		if !live {
+			live = w.Live()
+		}
+		news, stale := o.take()
+		if stale || reread {
+			info, left, err := e.read(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				reread = true
+				if sleepCtx(ctx, pace()) != nil {
+					return
+				}
+				continue
+			}
+			policy.Reset()
+			reread = false
+			expires = time.Time{}
+			if info != (LeaderInfo{}) {
+				expires = time.Now().Add(left)
+			}
+			// Messages heard before the read are older than it, or about
+			// the same seat: applying them below changes nothing then.
+			if !send(info) {
+				return
+			}
+		}
+		for _, p := range news {
+			n, ok := parseSeatNews(p)
+			if !ok {
+				continue
+			}
+			switch {
+			case n.info != (LeaderInfo{}) && n.fence > cur.Fence:
+				expires = time.Now().Add(n.left)
+				if !send(n.info) {
+					return
+				}
+			case n.info == (LeaderInfo{}) && cur != (LeaderInfo{}) && n.fence == cur.Fence:
+				expires = time.Time{}
+				if !send(LeaderInfo{}) {
+					return
+				}
+			}
+		}
+		// Sleep until a message, the seat's expiry (re-read: renewals
+		// publish nothing), or, while not subscribed, the retry pace.
+		wait := time.Duration(-1)
+		if !expires.IsZero() {
+			wait = max(time.Until(expires), 0) + time.Millisecond
+		}
+		if !live || !w.Live() {
+			live = false
+			d := pace()
+			if wait < 0 || d < wait {
+				wait = d
+			}
+		}
+		var t *time.Timer
+		var timer <-chan time.Time
+		if wait >= 0 {
+			t = time.NewTimer(wait)
+			timer = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.C():
+			if !w.Live() {
+				live = false
+				reread = true // messages may have been lost: read once subscribed again
+			}
+		case <-timer:
+			reread = true
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// nextPause is the retry policy's next delay; when the policy gives up,
+// it starts over (an observer or a Run goes on until its context ends).
+func nextPause(p backoff.BackOff) time.Duration {
+	d := p.NextBackOff()
+	if d == backoff.Stop {
+		p.Reset()
+		d = p.NextBackOff()
+	}
+	return max(d, time.Millisecond)
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Context) error) error {
+	policy := e.cfg.retry()
+	for {
+		lead, err := e.Campaign(ctx, value)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			if errors.Is(err, latchkit.ErrInvalid) || errors.Is(err, latchkit.ErrClosed) {
+				return err
+			}
+			// Anything else passes (a grant the replicas did not
+			// acknowledge, a retry policy that gave up): campaign again.
+			if sleepCtx(ctx, nextPause(policy)) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		policy.Reset()
+		lctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(lead.Context(), cancel)
+		ferr := fn(lctx)
+		stop()
+		lost := lead.Context().Err() != nil
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ttl)
+		_ = lead.Release(rctx) // a lost lease reports ErrLeaseLost; a failed release ends at its TTL
+		rcancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case ferr != nil && !lost:
+			return fmt.Errorf("latchkit: run election %q: %w", e.name, ferr)
+		}
+	}
+}
