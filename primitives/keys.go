@@ -13,9 +13,10 @@ import (
 // the layout: the primitives make their keys from it, latchctl reads and
 // releases primitives by it, and the conformance suite inspects them by it.
 type Layout struct {
-	// Kind names the layout: "mutex", "rw", "sem" or "fairsem".
+	// Kind names the layout: "mutex", "rw", "sem", "fairsem" or "latch".
 	Kind string
-	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair".
+	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair",
+	// ":latch".
 	Sub string
 	// Keys are the keys, in script order; Keys[i].Suffix follows Sub.
 	Keys []LayoutKey
@@ -59,10 +60,14 @@ var (
 	FairLayout = Layout{"fairsem", ":fair", []LayoutKey{{":queue", "zset", false}, {":alive", "zset", false},
 		{":tickets", "string", false}, {":fence", "string", true}, {":holders", "hash", false},
 		{":released", "zset", false}, {":who", "hash", false}, {":box", "hash", false}}}
+	// LatchLayout: one hash holding the count, the count set, the round
+	// (the setting call's id) and the ids of the calls that set or
+	// counted (see lua/latch_set.lua). A latch has no fence counter.
+	LatchLayout = Layout{"latch", ":latch", []LayoutKey{{"", "hash", false}}}
 )
 
 // Layouts are every layout, for tools that look at Redis.
-func Layouts() []Layout { return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout} }
+func Layouts() []Layout { return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout, LatchLayout} }
 
 // KeysOf returns the keys of the primitive named name under prefix, in
 // script order.
