@@ -3,7 +3,7 @@
 //
 //	latchctl demo [-addr host:port] [-driver goredis|rueidis|valkey] ...
 //	latchctl bench [-addr host:port] [-driver goredis|rueidis|valkey] [-duration d] [-clients n]
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|latch] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
 //
@@ -11,9 +11,10 @@
 // in-process; the other commands connect to -addr (default localhost:6379).
 // inspect shows holders (token prefix, fence, remaining TTL by the server's
 // clock, trace id when middleware.Tracing stored one), an RWLock's readers,
-// writer and waiting writers, a fair semaphore's queue; list finds
-// primitives with SCAN, never KEYS; release deletes a stuck primitive's
-// keys, except its fence counter, and wakes its waiters.
+// writer and waiting writers, a fair semaphore's queue, a latch's count;
+// list finds primitives with SCAN, never KEYS; release deletes a stuck
+// primitive's keys, except its fence counter, and wakes its waiters (a
+// released latch is open).
 package main
 
 import (
