@@ -88,8 +88,9 @@ func (l Layout) Channel(prefix, name string) string { return KeyBase(prefix, nam
 // name escaped so that a '{' or '}' inside it cannot move the tag ('%',
 // '{' and '}' become %25, %7B and %7D): every key of a primitive then
 // hashes to one Cluster slot, whatever its name. A Mutex's lock is this key
-// itself; the other primitives add a suffix (":rw", ":sem", ":fair"). Tools
-// that inspect Redis (latchctl) use it to find a primitive's keys.
+// itself; the other primitives add a suffix (":rw", ":sem", ":fair",
+// ":latch"). Tools that inspect Redis (latchctl) use it to find a
+// primitive's keys.
 func KeyBase(prefix, name string) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(name) + 2)
