@@ -96,8 +96,10 @@ type latch struct {
 // again before it could read the zero. It goes through the middleware of
 // WithMiddleware as a latchkit.Request of kind latchkit.KindLatch whose
 // chain returns a nil Lease (middleware.Tracing gives it a
-// "latchkit.Wait" span); a retry policy that gives up ends it with an
-// error matching latchkit.ErrNotAcquired.
+// "latchkit.Wait" span). Bound a Wait with its context: a retry policy
+// that gives up (retry.MaxAttempts) ends it with an error matching
+// latchkit.ErrNotAcquired after that many reads, but a read may follow a
+// sleep of up to a minute.
 //
 // Options: WithPrefix, WithRetention, WithRetry and WithMiddleware apply;
 // WithReplicaAck is refused (an error matching latchkit.ErrInvalid); the

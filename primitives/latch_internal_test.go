@@ -150,3 +150,68 @@ func TestLatchWaitThroughReentrant(t *testing.T) {
 		t.Errorf("Wait without an owner behind Reentrant: %v, want ErrInvalid", err)
 	}
 }
+
+// beforeRead runs f once, before the nth latch read made through it.
+type beforeRead struct {
+	backend.Backend
+	n    int32
+	seen atomic.Int32
+	f    func()
+}
+
+func (b *beforeRead) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if s == latchRead && b.seen.Add(1) == b.n {
+		b.f()
+	}
+	return b.Backend.Eval(ctx, s, keys, args)
+}
+
+// A Wait returns when the round it saw ended, even if the latch was set
+// again before the Wait could read the zero: between its first read
+// (count 1, round A) and its second, the latch reaches zero and round B
+// begins.
+func TestLatchWaitReturnsWhenItsRoundEnded(t *testing.T) {
+	_, b := newMiniBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	other, _ := NewLatch(b, "rounds")
+	if ok, _ := other.TrySetCount(ctx, 1); !ok {
+		t.Fatal("TrySetCount refused")
+	}
+	hook := &beforeRead{Backend: b, n: 2, f: func() {
+		if err := other.CountDown(ctx); err != nil {
+			t.Error(err)
+		}
+		if ok, _ := other.TrySetCount(ctx, 1); !ok {
+			t.Error("round B: TrySetCount refused")
+		}
+	}}
+	w, _ := NewLatch(hook, "rounds")
+	if err := w.Wait(ctx); err != nil {
+		t.Fatalf("Wait across a round that ended and a new one: %v", err)
+	}
+	if n, _ := other.Count(ctx); n != 1 {
+		t.Errorf("round B's count %d, want 1", n)
+	}
+}
+
+// A retry policy that gives up ends a Wait with an error matching
+// latchkit.ErrNotAcquired that says the count: two attempts are the read
+// before subscribing and the read after, so it returns without sleeping.
+func TestLatchWaitPolicyGivesUp(t *testing.T) {
+	_, b := newMiniBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, _ := NewLatch(b, "impatient", WithRetry(retry.MaxAttempts(retry.Constant(10*time.Millisecond), 2)))
+	l.TrySetCount(ctx, 2)
+	start := time.Now()
+	err := l.Wait(ctx)
+	var oe *latchkit.OpError
+	if !errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &oe) ||
+		oe.Op != "wait" || !strings.Contains(err.Error(), "latch count is 2") {
+		t.Errorf("Wait whose policy gave up: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Wait whose policy gave up after two reads took %v", d)
+	}
+}
