@@ -31,7 +31,8 @@ var (
 	// or was taken before the call, and by a lease whose renewal failed.
 	ErrLeaseLost = errors.New("latchkit: lease lost")
 	// ErrInvalid marks a bad argument: an empty name, a TTL below 1ms, a
-	// limit below 1, a nil backend, a key holding another Redis type. It is
+	// limit or a latch's count below 1, a nil backend, a key holding
+	// another Redis type (or a hash that is not the primitive's). It is
 	// always wrapped with what was wrong and why; nothing was changed in
 	// Redis when it is returned.
 	ErrInvalid = errors.New("latchkit: invalid argument")
