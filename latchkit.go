@@ -31,7 +31,8 @@ var (
 	// or was taken before the call, and by a lease whose renewal failed.
 	ErrLeaseLost = errors.New("latchkit: lease lost")
 	// ErrInvalid marks a bad argument: an empty name, a TTL below 1ms, a
-	// limit below 1, a nil backend, a key holding another Redis type. It is
+	// limit or a latch's count below 1, a nil backend, a key holding
+	// another Redis type (or a hash that is not the primitive's). It is
 	// always wrapped with what was wrong and why; nothing was changed in
 	// Redis when it is returned.
 	ErrInvalid = errors.New("latchkit: invalid argument")
@@ -93,11 +94,17 @@ const (
 	KindMultiLock      Kind = "multilock"
 	KindRedlock        Kind = "redlock"
 	KindElection       Kind = "election"
+	KindLatch          Kind = "latch"
 )
 
 // Acquire makes a primitive's acquisition happen: the innermost Acquire of a
 // chain makes exactly one attempt; middleware wrapped around it may retry,
 // wait, trace or short-circuit.
+//
+// A latch's Wait (Request.Kind KindLatch) goes through the same chain but
+// hands out no lease: its innermost Acquire returns a nil Lease with a nil
+// error once the latch is open. Middleware must pass such a result on as
+// it is (and must not wrap, hold or release a nil Lease).
 type Acquire func(ctx context.Context, req *Request) (Lease, error)
 
 // Middleware wraps an Acquire, like func(http.Handler) http.Handler.
@@ -117,10 +124,16 @@ func Chain(a Acquire, mws ...Middleware) Acquire {
 }
 
 // Request describes one logical acquisition (one Lock, TryLock or Acquire
-// call) as it passes through the middleware of a primitive
-// (primitives.WithMiddleware). A new Request is made for every call. The
-// first six fields are the primitive's and read-only; a middleware may set
-// Annotation and OnAttempt before it calls next, and nothing else.
+// call, or a latch's Wait) as it passes through the middleware of a
+// primitive (primitives.WithMiddleware). A new Request is made for every
+// call. The first six fields are the primitive's and read-only; a
+// middleware may set Annotation and OnAttempt before it calls next, and
+// nothing else.
+//
+// A latch's Wait (Kind KindLatch) is a Request too, so that tracing shows
+// why a call waited: its TTL is zero, each attempt reads the count (a
+// *HeldError while it is above zero), and on success the chain returns a
+// nil Lease with a nil error (see Acquire).
 //
 // The waiting itself (attempt, classify the outcome, wait for a release or
 // the retry policy's delay) happens inside the innermost Acquire, in
@@ -131,7 +144,8 @@ type Request struct {
 	Name string
 	// Kind is the primitive's kind.
 	Kind Kind
-	// TTL is the lease time asked for.
+	// TTL is the lease time asked for (zero for a latch's Wait, which
+	// hands out no lease).
 	TTL time.Duration
 	// Backend is the Redis the primitive lives on. For a primitive spread
 	// over several backends (Redlock) it is the first of them.
@@ -147,12 +161,14 @@ type Request struct {
 	// for waiters (and latchctl inspect) to read back as
 	// HeldError.Holder. A tracing middleware stores the holder's span
 	// context there (a W3C traceparent). Never put a secret in it. At most
-	// MaxAnnotation bytes; a longer one is not stored.
+	// MaxAnnotation bytes; a longer one is not stored. A latch's Wait
+	// stores none.
 	Annotation string
 	// OnAttempt, when set by middleware before it calls next, is called
 	// after every attempt with its number (1, 2, ...) and its outcome:
-	// nil when granted, a *HeldError (matching ErrNotAcquired) when the
-	// primitive was held, another error otherwise. Middleware that sets it
+	// nil when granted (for a latch's Wait: the latch was open), a
+	// *HeldError (matching ErrNotAcquired) when the primitive was held (the
+	// latch's count above zero), another error otherwise. Middleware that sets it
 	// must keep calling the function it replaces. It runs on the
 	// acquisition's goroutine and must not block.
 	OnAttempt func(attempt int, err error)

@@ -28,6 +28,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RWLock", func(t *testing.T) { RunRWLock(t, h) })
 	t.Run("Fair", func(t *testing.T) { RunFair(t, h) })
 	t.Run("MultiLock", func(t *testing.T) { RunMultiLock(t, h) })
+	t.Run("Latch", func(t *testing.T) { RunLatch(t, h) })
 	t.Run("ReplicaAck", func(t *testing.T) { RunReplicaAck(t, h) })
 	t.Run("Holder", func(t *testing.T) { RunHolder(t, h) })
 }

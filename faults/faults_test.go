@@ -657,6 +657,18 @@ failover to a stale replica" rows come from ` + "`TestSentinelRun`" + `
 A violation is what it is in the fault runs above. ` + "`-args -reshard.long`" + `
 moves slots for 20 s instead of 3.
 
+The "latch count-downs" rows come from ` + "`TestLatchFaults`" + ` (` + "`faults/latch_test.go`" + `):
+5 rounds of a countdown latch set to 5 (the setter's reply dropped every
+other round), counted down by 4 clients through proxies that drop the
+reply after the server ran the call, run it twice, reset the connection
+mid-call or add 150 ms of latency (which makes a go-redis client with a
+100 ms read timeout send the call again, several times), then by a fifth,
+direct, while two waiters wait (one's subscription reset). A violation is a
+count read below the count-downs not yet started or other than 1 once the 4
+returned (a call counted twice or lost), a waiter back before the fifth
+count-down started or not within 3 s of it, a failed call, or a
+TrySetCount on the open latch reporting false.
+
 `)
 	fmt.Fprintf(&b, "| scenario | driver | primitive | operations | faults injected | violations |\n|---|---|---|---|---|---|\n")
 	for _, r := range table.rows {

@@ -126,6 +126,13 @@ func WithHolderLinks(on bool) TracingOption { return func(c *tracingConfig) { c.
 // of the lease it returns; and, when the lease is lost, a
 // "latchkit.LeaseLost" span with an event in the acquisition's trace.
 //
+// A latch's Wait (kind latchkit.KindLatch) gets a "latchkit.Wait" span
+// like an acquisition's: attempts (each a read of the count, an event
+// each), outcome (acquired once the latch opened, ctx_done, not_acquired
+// when the retry policy gave up, error), no fence; and the acquisition
+// metrics (wait time, count by outcome, waiters). Its chain returns a nil
+// lease, which Tracing passes on: no hold time, no Release span.
+//
 // Who held it: the acquisition's span context is stored beside the grant
 // (as a W3C traceparent in the primitive's own keys, by the acquire script
 // itself, expiring with the grant); a waiter whose attempt finds the
@@ -196,6 +203,8 @@ func spanName(req *latchkit.Request) string {
 			return "latchkit.TryCampaign"
 		}
 		return "latchkit.Campaign"
+	case latchkit.KindLatch:
+		return "latchkit.Wait"
 	}
 	if req.Try {
 		return "latchkit.TryLock"
@@ -328,6 +337,11 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 			span.SetStatus(codes.Error, out)
 		}
 		return nil, err
+	}
+	if l == nil {
+		// A latch's Wait: the latch opened, and there is no lease to
+		// wrap, hold or fence.
+		return nil, nil
 	}
 	tl := &tracedLease{Lease: l, t: t, kind: req.Kind, name: req.Name, span: span.SpanContext(), granted: time.Now()}
 	if recording {

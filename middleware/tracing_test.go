@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/latchkit/latchkit"
@@ -633,5 +634,110 @@ func TestTracingWithPropagators(t *testing.T) {
 	ts := tel.ended("latchkit.TryLock", latchkit.KindMutex)
 	if len(ts) != 1 || len(ts[0].Links()) != 1 || ts[0].Links()[0].SpanContext.SpanID() != holderSpan.SpanID() {
 		t.Fatalf("the waiter's span does not link to the holder's through the composite propagator: %v", ts)
+	}
+}
+
+// TestTracingLatchWait: a latch's Wait, whose chain returns a nil lease,
+// gets a "latchkit.Wait" span of kind client with the latch's kind and
+// name, its attempts (one event per read of the count), its outcome
+// (acquired once the latch opened, ctx_done with an error status when its
+// context ended) and no fence; the acquisition metrics count it, and no
+// hold time, Release span or lost lease is recorded for it.
+func TestTracingLatchWait(t *testing.T) {
+	tel := newTelemetry(t)
+	_, bs := miniBackends(t, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	setter, _ := primitives.NewLatch(bs[0], "shards")
+	waiter, err := primitives.NewLatch(bs[0], "shards", tel.tracing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := setter.TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetCount: %v, %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- waiter.Wait(ctx) }()
+	time.Sleep(60 * time.Millisecond)
+	if err := setter.CountDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := waiter.Wait(ctx); err != nil { // open: one read
+		t.Fatalf("Wait on the open latch: %v", err)
+	}
+	setter.TrySetCount(ctx, 1)
+	dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err = waiter.Wait(dctx)
+	dcancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait past its deadline: %v", err)
+	}
+
+	spans := tel.ended("latchkit.Wait", latchkit.KindLatch)
+	if len(spans) != 3 {
+		t.Fatalf("%d latchkit.Wait spans, want 3 (all spans: %d)", len(spans), len(tel.spans.Ended()))
+	}
+	for i, want := range []struct {
+		outcome     string
+		minAttempts int64
+		err         bool
+	}{
+		{middleware.OutcomeAcquired, 2, false},
+		{middleware.OutcomeAcquired, 1, false},
+		{middleware.OutcomeCtxDone, 1, true},
+	} {
+		s := spans[i]
+		a := s.Attributes()
+		if s.SpanKind() != trace.SpanKindClient {
+			t.Errorf("span %d: kind %v, want client", i, s.SpanKind())
+		}
+		if n := attr(a, middleware.AttrName).AsString(); n != "shards" {
+			t.Errorf("span %d: name attribute %q", i, n)
+		}
+		if out := attr(a, middleware.AttrOutcome).AsString(); out != want.outcome {
+			t.Errorf("span %d: outcome %q, want %q", i, out, want.outcome)
+		}
+		attempts := attr(a, middleware.AttrAttempts).AsInt64()
+		if attempts < want.minAttempts || (i == 1 && attempts != 1) {
+			t.Errorf("span %d: %d attempts, want at least %d", i, attempts, want.minAttempts)
+		}
+		var events int64
+		for _, e := range s.Events() {
+			if e.Name == "latchkit.attempt" {
+				events++
+			}
+		}
+		if events != attempts {
+			t.Errorf("span %d: %d attempt events for %d attempts", i, events, attempts)
+		}
+		if v := attr(a, middleware.AttrFence); v.Type() != attribute.INVALID {
+			t.Errorf("span %d: a fence attribute %v on a latch's Wait", i, v.Emit())
+		}
+		if isErr := s.Status().Code == codes.Error; isErr != want.err {
+			t.Errorf("span %d: status %v", i, s.Status())
+		}
+	}
+	if n := len(tel.spans.Ended()); n != 3 {
+		t.Errorf("%d spans in all, want only the 3 Wait spans", n)
+	}
+	m := tel.metrics(t)
+	kind := middleware.AttrKind.String(string(latchkit.KindLatch))
+	if n := sum(t, m["latchkit.acquisitions"], kind, middleware.AttrOutcome.String(middleware.OutcomeAcquired)); n != 2 {
+		t.Errorf("latchkit.acquisitions{latch, acquired} = %d, want 2", n)
+	}
+	if n := sum(t, m["latchkit.acquisitions"], kind, middleware.AttrOutcome.String(middleware.OutcomeCtxDone)); n != 1 {
+		t.Errorf("latchkit.acquisitions{latch, ctx_done} = %d, want 1", n)
+	}
+	if n := sum(t, m["latchkit.acquire.duration"], kind); n != 3 {
+		t.Errorf("latchkit.acquire.duration count %d, want 3", n)
+	}
+	if n := sum(t, m["latchkit.waiters"], kind); n != 0 {
+		t.Errorf("latchkit.waiters = %d after every Wait ended", n)
+	}
+	if n := sum(t, m["latchkit.hold.duration"]) + sum(t, m["latchkit.lease.lost"]); n != 0 {
+		t.Errorf("hold time or lost leases recorded for a latch's Wait: %d points", n)
 	}
 }

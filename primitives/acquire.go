@@ -37,6 +37,9 @@ type acquisition struct {
 	// wakeID: the primitive hands itself over to queued waiters and wakes
 	// them by wakeID(token).
 	wakeID bool
+	// noLease: a latch's Wait, which hands out no lease (its Request has
+	// no TTL, and a successful attempt returns a nil Lease).
+	noLease bool
 }
 
 // attempt is what one attempt of an acquisition knows.
@@ -76,6 +79,9 @@ func (c *config) window() time.Duration {
 // wait loop.
 func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) (latchkit.Lease, error) {
 	req := &latchkit.Request{Name: a.name, Kind: a.kind, TTL: c.ttl, Backend: b, Try: a.try, Owner: ownerFrom(ctx)}
+	if a.noLease {
+		req.TTL = 0
+	}
 	var l latchkit.Lease
 	var err error
 	if len(c.mws) == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -114,4 +115,54 @@ func ExampleWithReplicaAck() {
 	_, err = mu.Lock(ctx)
 	fmt.Println(errors.Is(err, primitives.ErrNotReplicated))
 	// Output: true
+}
+
+// A coordinator waits until every shard is loaded: it sets the latch to
+// the number of shards, each loader counts it down once, and Wait returns
+// when the count reaches zero (woken by the last CountDown's message, not
+// by polling). The loaders may run in other processes: they share only
+// the latch's name.
+func ExampleNewLatch() {
+	client, stop := exampleRedis()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := goredis.New(client)
+
+	loaded, err := primitives.NewLatch(b, "shards-loaded")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ok, err := loaded.TrySetCount(ctx, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("set:", ok)
+
+	var loaders sync.WaitGroup
+	defer loaders.Wait() // (before the embedded Redis stops)
+	for shard := 0; shard < 3; shard++ {
+		loaders.Add(1)
+		go func() {
+			defer loaders.Done()
+			// ... load the shard, then:
+			l, _ := primitives.NewLatch(b, "shards-loaded")
+			if err := l.CountDown(ctx); err != nil {
+				log.Print(err) // an error leaves the outcome unknown: it may have counted
+			}
+		}()
+	}
+	if err := loaded.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	n, _ := loaded.Count(ctx)
+	fmt.Println("all loaded, count:", n)
+
+	// At zero the latch can be set again for the next round.
+	ok, _ = loaded.TrySetCount(ctx, 2)
+	fmt.Println("set again:", ok)
+	// Output:
+	// set: true
+	// all loaded, count: 0
+	// set again: true
 }

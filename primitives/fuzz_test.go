@@ -333,6 +333,40 @@ func semTry(p any) []func(context.Context) (latchkit.Lease, error) {
 	return []func(context.Context) (latchkit.Lease, error){p.(primitives.Semaphore).TryAcquire}
 }
 
+// ackOf is the number of replicas the case's WithReplicaAck asks for (0
+// without it): a latch refuses any.
+func ackOf(c *fuzzCase) int { n, _ := c.ack(); return n }
+
+// latchTry checks a latch that was accepted: set, counted down to zero
+// and waited for, every key it writes checked; it grants no lease, so it
+// adds no Try* to run.
+func latchTry(t *testing.T, e *fuzzEnv, c *fuzzCase, names []string) func(p any) []func(context.Context) (latchkit.Lease, error) {
+	return func(p any) []func(context.Context) (latchkit.Lease, error) {
+		t.Helper()
+		l := p.(primitives.Latch)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.flush()
+		if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
+			t.Fatalf("latch %q: TrySetCount(2): %v, %v", c.name, ok, err)
+		}
+		checkKeys(t, e, "latch set", c.effPrefix(), names)
+		for i := 0; i < 2; i++ {
+			if err := l.CountDown(ctx); err != nil {
+				t.Fatalf("latch %q: CountDown: %v", c.name, err)
+			}
+		}
+		if err := l.Wait(ctx); err != nil {
+			t.Fatalf("latch %q: Wait at zero: %v", c.name, err)
+		}
+		if n, err := l.Count(ctx); n != 0 || err != nil {
+			t.Fatalf("latch %q: Count at zero: %d, %v", c.name, n, err)
+		}
+		checkKeys(t, e, "latch at zero", c.effPrefix(), names)
+		return nil
+	}
+}
+
 func rwTry(p any) []func(context.Context) (latchkit.Lease, error) {
 	rw := p.(primitives.RWLock)
 	return []func(context.Context) (latchkit.Lease, error){rw.TryRLock, rw.TryLock}
@@ -343,7 +377,9 @@ func rwTry(p any) []func(context.Context) (latchkit.Lease, error) {
 // replica-ack settings through every constructor (NewMutex,
 // NewReentrantMutex, NewRWLock, NewSemaphore, NewFairSemaphore,
 // NewFairMutex, NewMultiLock over the name split at ',', NewRedlock over
-// 1-3 backends, some nil or given twice) on embedded miniredis servers.
+// 1-3 backends, some nil or given twice, NewLatch, which refuses
+// WithReplicaAck and is set, counted down and waited for instead of a
+// Try*) on embedded miniredis servers.
 // Properties: nothing panics; a constructor rejects exactly the arguments
 // the documented rules reject, with an error matching latchkit.ErrInvalid,
 // and writes no key (no constructor touches Redis); an accepted primitive
@@ -434,6 +470,7 @@ func FuzzConstructors(f *testing.F) {
 			{"NewFairMutex", one, c.valid(name), func() (any, error) { return primitives.NewFairMutex(b, name, opts...) }, mutexTry},
 			{"NewMultiLock", c.multiNames(), c.multiValid(), func() (any, error) { return primitives.NewMultiLock(b, c.multiNames(), opts...) }, mutexTry},
 			{"NewRedlock", one, c.redlockValid(), func() (any, error) { return primitives.NewRedlock(c.redlockBackends(e), name, opts...) }, mutexTry},
+			{"NewLatch", one, c.valid(name) && ackOf(c) == 0, func() (any, error) { return primitives.NewLatch(b, name, opts...) }, latchTry(t, e, c, one)},
 		}
 		for _, k := range ctors {
 			e.flush()

@@ -13,9 +13,10 @@ import (
 // the layout: the primitives make their keys from it, latchctl reads and
 // releases primitives by it, and the conformance suite inspects them by it.
 type Layout struct {
-	// Kind names the layout: "mutex", "rw", "sem", "fairsem", "election".
+	// Kind names the layout: "mutex", "rw", "sem", "fairsem", "election" or "latch".
 	Kind string
-	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair".
+	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair",
+	// ":latch".
 	Sub string
 	// Keys are the keys, in script order; Keys[i].Suffix follows Sub.
 	Keys []LayoutKey
@@ -67,6 +68,10 @@ var (
 		{Suffix: ":tickets", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":holders", Type: "hash"},
 		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}, {Suffix: ":box", Type: "hash"},
 		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
+	// LatchLayout: one hash holding the count, the count set, the round
+	// (the setting call's id) and the ids of the calls that set or
+	// counted (see lua/latch_set.lua). A latch has no fence counter.
+	LatchLayout = Layout{"latch", ":latch", []LayoutKey{{Suffix: "", Type: "hash"}}}
 )
 
 // ElectionLayout: an Election is a Mutex of its own (its first seven keys
@@ -78,7 +83,7 @@ var ElectionLayout = Layout{"election", ":el", append(append([]LayoutKey(nil), M
 
 // Layouts are every layout, for tools that look at Redis.
 func Layouts() []Layout {
-	return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout, ElectionLayout}
+	return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout, ElectionLayout, LatchLayout}
 }
 
 // KeysOf returns the keys of the primitive named name under prefix, in
@@ -100,8 +105,9 @@ func (l Layout) Channel(prefix, name string) string { return KeyBase(prefix, nam
 // name escaped so that a '{' or '}' inside it cannot move the tag ('%',
 // '{' and '}' become %25, %7B and %7D): every key of a primitive then
 // hashes to one Cluster slot, whatever its name. A Mutex's lock is this key
-// itself; the other primitives add a suffix (":rw", ":sem", ":fair"). Tools
-// that inspect Redis (latchctl) use it to find a primitive's keys.
+// itself; the other primitives add a suffix (":rw", ":sem", ":fair",
+// ":latch"). Tools that inspect Redis (latchctl) use it to find a
+// primitive's keys.
 func KeyBase(prefix, name string) string {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(name) + 2)

@@ -49,13 +49,16 @@ func WithAutoExtend(on bool) Option { return func(c *config) { c.autoExtend = on
 
 // WithMiddleware adds middleware around every acquisition, the first
 // outermost. A middleware sees one call per Lock, TryLock or Acquire, the
-// waiting included, and each attempt through Request.OnAttempt.
+// waiting included, and each attempt through Request.OnAttempt; and one
+// per latch Wait, whose chain returns a nil Lease (see latchkit.Acquire).
 func WithMiddleware(m ...latchkit.Middleware) Option {
 	return func(c *config) { c.mws = append(c.mws, m...) }
 }
 
 // WithRetry sets how Lock and Acquire pace their attempts
-// (default retry.Exponential()).
+// (default retry.Exponential()); for a Latch, how Wait paces its reads
+// while the subscription is down, and how TrySetCount and CountDown pace
+// their tries while Redis cannot be reached.
 func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
 
 // WithWaiterTimeout sets how long a waiter keeps its place in a queue
@@ -78,6 +81,9 @@ const DefaultRetention = 24 * time.Hour
 // the README): this holds as long as the server's clock does not step
 // back by more than the time since the name's last grant. It must be at
 // least 1ms; every user of a name should give the same.
+//
+// For a Latch it is how long a set latch's key lives after the last
+// TrySetCount or CountDown that changed it (see NewLatch).
 func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithInstanceTimeout bounds each call to one instance of a Redlock; it

@@ -94,14 +94,16 @@ func (r *reentrant) acquire(ctx context.Context, req *latchkit.Request, next lat
 			r.mu.Unlock()
 			l, err := next(ctx, req)
 			r.mu.Lock()
-			if err != nil {
+			if err != nil || l == nil {
+				// Failed, or nothing to re-enter (a latch's Wait hands out
+				// no lease): no hold.
 				delete(r.held, k)
 			} else {
 				h.lease, h.depth = l, 1
 			}
 			close(h.ready)
 			r.mu.Unlock()
-			if err != nil {
+			if err != nil || l == nil {
 				return nil, err
 			}
 			return &nested{r: r, k: k, h: h}, nil

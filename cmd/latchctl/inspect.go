@@ -4,7 +4,7 @@ package main
 // release, delete) a primitive's keys directly, in the layouts the scripts
 // of package primitives document:
 //
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election|latch] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port] [-prefix latch:]
 //
@@ -12,10 +12,14 @@ package main
 // waiter where Redis knows them): a token prefix (never a whole token: it
 // lets whoever knows it release the lease), the fence, the TTL left by the
 // server's clock, and the trace id of the holder's W3C traceparent when the
-// holder stored one. It reads everything in one script, so the picture is
+// holder stored one; for a latch, its count (and the count it was set
+// to), whether it is open, the time its key has left and how many
+// count-down and set calls it has recorded (their ids, kept to recognize a
+// resent call). It reads everything in one script, so the picture is
 // consistent. list finds primitives by SCAN (never KEYS). release deletes
 // a stuck primitive's keys and wakes its waiters, in one script; it keeps
-// the fence counter, so that fences never repeat or go backwards.
+// the fence counter, so that fences never repeat or go backwards. A
+// released latch is open: its waiters return.
 //
 // They connect to one server (-addr, default localhost:6379); on a Redis
 // Cluster, list sees only the keys of the node it reaches.
@@ -44,9 +48,13 @@ import (
 // kind is the key layout of one kind of primitive (primitives.Layout),
 // and how inspect shows it.
 type kind struct {
-	name string    // the -kind value: the layout's Kind
-	sub  string    // after the base: "", ":rw", ":sem", ":fair"
-	keys []keySpec // every key but the fence counter (sub+":fence")
+	name   string    // the -kind value: the layout's Kind
+	sub    string    // after the base: "", ":rw", ":sem", ":fair", ":latch"
+	fenced bool      // it has a fence counter (sub+":fence"); a latch has none
+	keys   []keySpec // every key but the fence counter
+	// head is what inspect's first line says after the name: the fence
+	// counter, a latch's count.
+	head func(k func(suffix string) keyState) string
 	show func(w io.Writer, now int64, k func(suffix string) keyState)
 }
 
@@ -63,19 +71,33 @@ type keySpec struct {
 // FairSemaphore of one permit.
 var kinds = func() []kind {
 	show := map[string]func(io.Writer, int64, func(string) keyState){
-		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair, "election": showElection,
+		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair, "election": showElection, "latch": showLatch,
 	}
 	var ks []kind
 	for _, l := range primitives.Layouts() {
-		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind]}
+		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind], head: fenceHead}
 		for _, lk := range l.Keys {
-			if !lk.Fence {
+			if lk.Fence {
+				k.fenced = true
+			} else {
 				k.keys = append(k.keys, keySpec{lk.Suffix, lk.Type, lk.Setting})
 			}
+		}
+		if l.Kind == "latch" {
+			k.head = latchHead
 		}
 		ks = append(ks, k)
 	}
 	return ks
+}()
+
+// kindNames is the -kind values, for messages: "mutex, rw, ... or latch".
+var kindNames = func() string {
+	var names []string
+	for _, k := range kinds {
+		names = append(names, k.name)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }()
 
 func kindByName(s string) (*kind, error) {
@@ -84,14 +106,14 @@ func kindByName(s string) (*kind, error) {
 			return &kinds[i], nil
 		}
 	}
-	return nil, fmt.Errorf("%w: -kind %q: want mutex, rw, sem, fairsem or election", errUsage, s)
+	return nil, fmt.Errorf("%w: -kind %q: want %s", errUsage, s, kindNames)
 }
 
 // kindOfSuffix returns the kind a key's suffix (after its KeyBase) belongs
 // to, or nil for a key no primitive makes.
 func kindOfSuffix(suffix string) *kind {
 	for i, k := range kinds {
-		if suffix == k.sub+":fence" {
+		if k.fenced && suffix == k.sub+":fence" {
 			return &kinds[i]
 		}
 		for _, ks := range k.keys {
@@ -103,26 +125,37 @@ func kindOfSuffix(suffix string) *kind {
 	return nil
 }
 
-// fenceKey is the fence counter, which release never deletes.
+// fenceKey is the fence counter, which release never deletes (a kind
+// that is not fenced has none).
 func (k *kind) fenceKey(base string) string { return base + k.sub + ":fence" }
 
 // channel is where the primitive's waiters listen for releases.
 func (k *kind) channel(base string) string { return base + k.sub + ":rel" }
 
-// allKeys is the fence counter followed by the other keys.
+// specs are the kind's keys as allKeys lists them: the fence counter
+// first, when it has one.
+func (k *kind) specs() []keySpec {
+	if !k.fenced {
+		return k.keys
+	}
+	return append([]keySpec{{":fence", "string", false}}, k.keys...)
+}
+
+// allKeys is the fence counter (when the kind has one) followed by the
+// other keys.
 func (k *kind) allKeys(base string) []string {
-	keys := []string{k.fenceKey(base)}
-	for _, ks := range k.keys {
+	var keys []string
+	for _, ks := range k.specs() {
 		keys = append(keys, base+k.sub+ks.suffix)
 	}
 	return keys
 }
 
-// releaseKeys is the fence counter followed by the keys a forced release
-// deletes: all but the settings (a stored limit).
+// releaseKeys is allKeys without the settings (a stored limit): the fence
+// counter, when the kind has one, then the keys a forced release deletes.
 func (k *kind) releaseKeys(base string) []string {
-	keys := []string{k.fenceKey(base)}
-	for _, ks := range k.keys {
+	var keys []string
+	for _, ks := range k.specs() {
 		if !ks.setting {
 			keys = append(keys, base+k.sub+ks.suffix)
 		}
@@ -319,8 +352,8 @@ func (o *toolFlags) connect(ctx context.Context, f func(backend.Backend, func(co
 // under NAME.
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("inspect", "NAME [-kind mutex|rw|sem|fairsem|election] [flags]", stderr)
-	kindFlag := fs.String("kind", "", "mutex, rw, sem, fairsem or election (default: every kind with keys under NAME)")
+	fs := o.flagSet("inspect", "NAME [-kind mutex|rw|sem|fairsem|election|latch] [flags]", stderr)
+	kindFlag := fs.String("kind", "", kindNames+" (default: every kind with keys under NAME)")
 	name, err := o.parse(fs, args, true)
 	if err != nil {
 		return err
@@ -350,24 +383,71 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				continue
 			}
 			found = true
-			fence := states[all[0]]
-			counter := "none"
-			if fence.exists() {
-				counter = fence.val
-			}
-			fmt.Fprintf(stdout, "%s %s: fence counter %s\n", k.name, printable(name), counter)
-			for i, ks := range append([]keySpec{{":fence", "string", false}}, k.keys...) {
+			get := func(suffix string) keyState { return states[base+k.sub+suffix] }
+			fmt.Fprintf(stdout, "%s %s: %s\n", k.name, printable(name), k.head(get))
+			for i, ks := range k.specs() {
 				if st := states[all[i]]; st.exists() && st.typ != ks.typ {
 					fmt.Fprintf(stdout, "  warning: %s is a %s, not a %s: the primitive fails until it is fixed\n", printable(all[i]), st.typ, ks.typ)
 				}
 			}
-			k.show(stdout, now, func(suffix string) keyState { return states[base+k.sub+suffix] })
+			k.show(stdout, now, get)
 		}
 		if !found {
 			return fmt.Errorf("no primitive named %s under prefix %q (try -kind, -prefix or latchctl list)", printable(name), o.prefix)
 		}
 		return nil
 	})
+}
+
+// fenceHead is the head of a fenced kind: its fence counter.
+func fenceHead(k func(string) keyState) string {
+	if fence := k(":fence"); fence.exists() {
+		return "fence counter " + fence.val
+	}
+	return "fence counter none"
+}
+
+// latchHead is a latch's head: its count, and the count it was set to.
+func latchHead(k func(string) keyState) string {
+	h := k("").hash
+	count, ok := h["count"]
+	if !ok {
+		return "count 0"
+	}
+	if set, ok := h["initial"]; ok {
+		return "count " + count + " of " + set
+	}
+	return "count " + count
+}
+
+// showLatch shows whether a latch is open, the time its key has left, and
+// how many count-down and set calls it has recorded (the ids of this
+// round's calls, and for a minute after a re-arming those of the round
+// before: a resent copy of any of them is recognized).
+func showLatch(w io.Writer, _ int64, k func(string) keyState) {
+	st := k("")
+	if st.typ != "hash" {
+		fmt.Fprintln(w, "  open")
+		return
+	}
+	state := "closed"
+	if st.hash["count"] == "0" {
+		state = "open"
+	}
+	ttl := "ttl=none"
+	if st.pttl >= 0 {
+		ttl = ttlField(st.pttl)
+	}
+	downs, sets := 0, 0
+	for f := range st.hash {
+		switch {
+		case strings.HasPrefix(f, "d:"):
+			downs++
+		case strings.HasPrefix(f, "s:"):
+			sets++
+		}
+	}
+	fmt.Fprintf(w, "  %s  %s  count-downs=%d  sets=%d\n", state, ttl, downs, sets)
 }
 
 // showMutex shows a Mutex's holder (the fence of the current holder is the
@@ -665,8 +745,8 @@ func globEscape(s string) string {
 // NAME.
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("release", "NAME -kind mutex|rw|sem|fairsem|election -force -confirm NAME [flags]", stderr)
-	kindFlag := fs.String("kind", "", "mutex, rw, sem, fairsem or election (required)")
+	fs := o.flagSet("release", "NAME -kind mutex|rw|sem|fairsem|election|latch -force -confirm NAME [flags]", stderr)
+	kindFlag := fs.String("kind", "", kindNames+" (required)")
 	force := fs.Bool("force", false, "really delete the primitive's keys")
 	confirm := fs.String("confirm", "", "NAME again, to confirm")
 	name, err := o.parse(fs, args, true)
@@ -674,7 +754,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *kindFlag == "" {
-		return fmt.Errorf("%w: release needs -kind (mutex, rw, sem, fairsem or election)", errUsage)
+		return fmt.Errorf("%w: release needs -kind (%s)", errUsage, kindNames)
 	}
 	k, err := kindByName(*kindFlag)
 	if err != nil {
@@ -686,8 +766,12 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	base := primitives.KeyBase(o.prefix, name)
 	keys := k.releaseKeys(base)
+	fenced := ""
+	if k.fenced {
+		fenced = "1"
+	}
 	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
-		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll})
+		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll, fenced})
 		if err != nil {
 			return fmt.Errorf("release %s %s: %w", k.name, printable(name), err)
 		}
@@ -705,7 +789,11 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fence = f
 		}
 		fmt.Fprintf(stdout, "released %s %s: deleted %d keys, woke waiters on %s\n", k.name, printable(name), n, printable(k.channel(base)))
-		fmt.Fprintf(stdout, "kept the fence counter %s (at %s): fences never repeat or go backwards\n", printable(keys[0]), fence)
+		if k.fenced {
+			fmt.Fprintf(stdout, "kept the fence counter %s (at %s): fences never repeat or go backwards\n", printable(keys[0]), fence)
+		} else {
+			fmt.Fprintf(stdout, "the %s is open: its waiters return\n", k.name)
+		}
 		return nil
 	})
 }

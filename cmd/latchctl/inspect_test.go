@@ -323,6 +323,10 @@ func TestList(t *testing.T) {
 	defer must[latchkit.Lease](t)(sem.Acquire(ctx)).Release(ctx)
 	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 5, holdOpts...))
 	defer must[latchkit.Lease](t)(fair.Acquire(ctx)).Release(ctx)
+	gate := must[primitives.Latch](t)(primitives.NewLatch(e.b, "gate"))
+	if ok, err := gate.TrySetCount(ctx, 2); !ok || err != nil {
+		t.Fatalf("TrySetCount: %v, %v", ok, err)
+	}
 	other := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "elsewhere", append(holdOpts, primitives.WithPrefix("latch:x:"))...))
 	defer must[latchkit.Lease](t)(other.Lock(ctx)).Release(ctx)
 	// Filler: 2500 keys under the prefix that no primitive made.
@@ -335,7 +339,7 @@ func TestList(t *testing.T) {
 	before := must[map[string]int64](t)(e.s.CommandStats(ctx))
 	out := e.mustRun(t, "list")
 	after := must[map[string]int64](t)(e.s.CommandStats(ctx))
-	want := "mutex    a{b}%c\nrw       doc\nmutex    freed\nfairsem  pool\nsem      pool\n"
+	want := "mutex    a{b}%c\nrw       doc\nmutex    freed\nlatch    gate\nfairsem  pool\nsem      pool\n"
 	if out != want {
 		t.Errorf("list:\n%s\nwant:\n%s", out, want)
 	}
@@ -498,7 +502,7 @@ func TestInspectBadInput(t *testing.T) {
 	}{
 		{[]string{"inspect"}, "missing NAME"},
 		{[]string{"inspect", ""}, "empty NAME"},
-		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rw, sem, fairsem or election`},
+		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rw, sem, fairsem, election or latch`},
 		{[]string{"inspect", "x", "y"}, `unexpected argument "y"`},
 		{[]string{"inspect", "x", "-prefix", "a{"}, `-prefix "a{"`},
 		{[]string{"inspect", "x", "-addr", ""}, "-addr is empty"},
@@ -528,5 +532,86 @@ func TestInspectBadInput(t *testing.T) {
 	if code := run(context.Background(), []string{"inspect", "-h"}, &out, &errOut); code != 0 ||
 		!strings.Contains(errOut.String(), "usage: latchctl inspect NAME") {
 		t.Errorf("-h: exit %d, %s", code, errOut.String())
+	}
+}
+
+// A latch: its count and the count set, open or closed, the time its key
+// has left and the calls it recorded; detected from its key, with -kind,
+// through every driver; a latch never set is open; a key of the wrong
+// type is pointed out.
+func TestInspectLatch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := must[primitives.Latch](t)(primitives.NewLatch(e.b, "shards"))
+	if ok, err := l.TrySetCount(ctx, 8); !ok || err != nil {
+		t.Fatalf("TrySetCount: %v, %v", ok, err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := l.CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := regexp.MustCompile(`^latch shards: count 3 of 8\n  closed  ttl=(23h59m[0-9.]+s|24h0m0s)  count-downs=5  sets=1\n$`)
+	for _, args := range [][]string{
+		{"inspect", "shards"},
+		{"inspect", "shards", "-kind", "latch"},
+		{"inspect", "-driver", "rueidis", "shards"},
+		{"inspect", "-driver", "redigo", "shards"},
+	} {
+		out := e.mustRun(t, args...)
+		t.Logf("latchctl %v:\n%s", args, out)
+		if !closed.MatchString(out) {
+			t.Errorf("%v:\n%s", args, out)
+		}
+	}
+	for i := 0; i < 4; i++ { // the fourth at zero: a no-op, not recorded
+		if err := l.CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := e.mustRun(t, "inspect", "shards")
+	t.Logf("at zero:\n%s", out)
+	if !regexp.MustCompile(`^latch shards: count 0 of 8\n  open  ttl=(59\.|1m0s)[0-9.]*s?  count-downs=8  sets=1\n$`).MatchString(out) {
+		t.Errorf("at zero:\n%s", out)
+	}
+	if out := e.mustRun(t, "inspect", "never", "-kind", "latch"); out != "latch never: count 0\n  open\n" {
+		t.Errorf("-kind latch on a latch never set:\n%s", out)
+	}
+	if code, _, errOut := e.latchctl(t, "inspect", "never"); code != 1 || !strings.Contains(errOut, "no primitive named never") {
+		t.Errorf("a latch never set, without -kind: exit %d, %s", code, errOut)
+	}
+	e.do(t, "SET", "latch:{bad}:latch", "x")
+	if out := e.mustRun(t, "inspect", "bad"); !strings.Contains(out, "warning: latch:{bad}:latch is a string, not a hash") {
+		t.Errorf("wrong type:\n%s", out)
+	}
+}
+
+// A forced release of a latch deletes its key and wakes its waiters,
+// which return: the latch is open.
+func TestReleaseForceLatch(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l := must[primitives.Latch](t)(primitives.NewLatch(e.b, "stuck"))
+	if ok, err := l.TrySetCount(ctx, 3); !ok || err != nil {
+		t.Fatalf("TrySetCount: %v, %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx) }()
+	channel := primitives.LatchLayout.Channel("latch:", "stuck")
+	waitFor(t, "the waiter to subscribe", func() bool {
+		return e.do(t, "PUBSUB", "NUMSUB", channel).([]any)[1] == int64(1)
+	})
+	start := time.Now()
+	out := e.mustRun(t, "release", "stuck", "-kind", "latch", "-force", "-confirm", "stuck")
+	t.Logf("%s", out)
+	if out != "released latch stuck: deleted 1 keys, woke waiters on latch:{stuck}:latch:rel\nthe latch is open: its waiters return\n" {
+		t.Errorf("output:\n%s", out)
+	}
+	if err := <-done; err != nil || time.Since(start) > 5*time.Second {
+		t.Errorf("the waiter returned %v after the release: %v", time.Since(start), err)
+	}
+	if left := e.dumps(t, "latch:{stuck}*"); len(left) != 0 {
+		t.Errorf("keys left: %v", left)
 	}
 }

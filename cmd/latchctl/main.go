@@ -3,7 +3,7 @@
 //
 //	latchctl demo [-addr host:port] [-driver goredis|rueidis|valkey] ...
 //	latchctl bench [-addr host:port] [-driver goredis|rueidis|valkey] [-duration d] [-clients n]
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election|latch] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
 //	latchctl limit NAME N [-kind sem|fairsem] [-addr host:port] [-prefix latch:]
@@ -12,10 +12,11 @@
 // in-process; the other commands connect to -addr (default localhost:6379).
 // inspect shows holders (token prefix, fence, remaining TTL by the server's
 // clock, trace id when middleware.Tracing stored one), an RWLock's readers,
-// writer and waiting writers, a fair semaphore's queue; list finds
-// primitives with SCAN, never KEYS; release deletes a stuck primitive's
-// keys, except its fence counter (and a stored limit), and wakes its
-// waiters; limit stores a Semaphore's or FairSemaphore's limit
+// writer and waiting writers, a fair semaphore's queue, an election's
+// leader and candidates, a latch's count; list finds primitives with
+// SCAN, never KEYS; release deletes a stuck primitive's keys, except its
+// fence counter (and a stored limit), and wakes its waiters (a released
+// latch is open); limit stores a Semaphore's or FairSemaphore's limit
 // (Semaphore.SetLimit), which every client of the name then grants by.
 package main
 

@@ -1,0 +1,245 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/retry"
+)
+
+// Latch is a countdown latch shared over Redis, like Java's CountDownLatch
+// and Redisson's RCountDownLatch: one party sets a count, others count it
+// down, and waiters return once it reaches zero. It is reusable: a latch
+// at zero can be set again. Counts are int64.
+type Latch interface {
+	// TrySetCount sets the count to n (at least 1) if the latch is open
+	// (its count is zero, it was never set, or its key expired) and
+	// reports whether it did; it reports false, changing nothing, when a
+	// count above zero is set.
+	TrySetCount(ctx context.Context, n int64) (bool, error)
+	// CountDown lowers the count by one. At zero it does nothing: the
+	// count never goes below zero. The count-down that reaches zero wakes
+	// every waiter.
+	CountDown(ctx context.Context) error
+	// Count returns the current count: 0 when the latch is open.
+	Count(ctx context.Context) (int64, error)
+	// Wait returns once the count is zero: at once on an open latch
+	// (never set, at zero, or expired). The error matches ctx.Err() with
+	// errors.Is when ctx ended the wait.
+	Wait(ctx context.Context) error
+}
+
+// The Latch scripts (lua/latch_*.lua): one hash per latch (LatchLayout).
+var (
+	latchSet  = loadScript("latch_set")
+	latchDown = loadScript("latch_down")
+	latchRead = loadScript("latch_read")
+)
+
+// latchRecheck bounds how long a waiting Wait sleeps without a message: it
+// re-reads the count at least this often. The key's remaining time is the
+// natural bound (an expired latch is open), but it can be a day, and the
+// wait loop jitters a hint by up to a sixteenth of it; re-reading once a
+// minute keeps an expiry noticed within seconds, at one read a minute per
+// waiter.
+const latchRecheck = time.Minute
+
+type latch struct {
+	b       backend.Backend
+	name    string
+	cfg     config
+	keys    []string // {the latch's hash}
+	channel string
+	chans   []string // {channel}, shared by every Wait (read-only)
+}
+
+// NewLatch returns the countdown latch named name on b.
+//
+// Its state is one hash, prefix{name}:latch, holding the count. Every call
+// is one Lua script on the server: no client's clock is used.
+//
+// Retention: a set latch's key lives WithRetention (default 24 h) after
+// its last TrySetCount or CountDown that changed it; a latch nobody
+// touches for that long expires, and an expired latch reads as count 0:
+// open (its waiters return). The count-down that reaches zero keeps a
+// record at zero for a minute, then the key expires. Give a retention well
+// above the longest pause between a latch's count-downs (and above a
+// minute).
+//
+// Unknown outcomes are safe. Each TrySetCount and CountDown call carries a
+// random id that the script records: a copy of the call (go-redis resends
+// a command after a read timeout; the latch itself tries again, with the
+// same id, while Redis cannot be reached) is recognized and changes
+// nothing more, so a CountDown call counts at most once and a TrySetCount
+// whose reply was lost and is tried again reports true. The ids of a round
+// are kept while it lasts and for a minute after it is re-armed: the
+// hash holds the count's fields and at most as many ids as calls that
+// set or counted the latch in its current round and the last minute.
+// While Redis cannot be reached, TrySetCount and CountDown try again,
+// paced by WithRetry, until they get an answer or ctx ends: give them a
+// context with a deadline. A call that returns an error may or may not
+// have been applied; calling CountDown again is then a new count-down.
+//
+// Wait subscribes to the latch's channel (the process's shared
+// subscription, as a waiting Lock does), reads the count and sleeps until
+// the message of the count-down that reaches zero, the key's expiry, or
+// at most a minute, and reads again; while the subscription is down it
+// reads again after WithRetry's delay. It never polls otherwise. A Wait
+// also returns when the round it first saw ended and the latch was set
+// again before it could read the zero. It goes through the middleware of
+// WithMiddleware as a latchkit.Request of kind latchkit.KindLatch whose
+// chain returns a nil Lease (middleware.Tracing gives it a
+// "latchkit.Wait" span). Bound a Wait with its context: a retry policy
+// that gives up (retry.MaxAttempts) ends it with an error matching
+// latchkit.ErrNotAcquired after that many reads, but a read may follow a
+// sleep of up to a minute.
+//
+// Options: WithPrefix, WithRetention, WithRetry and WithMiddleware apply;
+// WithReplicaAck is refused (an error matching latchkit.ErrInvalid); the
+// others are checked as for every primitive and otherwise ignored.
+func NewLatch(b backend.Backend, name string, opts ...Option) (Latch, error) {
+	cfg, err := newConfig(latchkit.KindLatch, b, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ackReplicas != 0 {
+		return nil, invalid("new", latchkit.KindLatch, name, "WithReplicaAck is not supported by a latch")
+	}
+	ch := LatchLayout.Channel(cfg.prefix, name)
+	return &latch{b: b, name: name, cfg: cfg, keys: LatchLayout.KeysOf(cfg.prefix, name),
+		channel: ch, chans: []string{ch}}, nil
+}
+
+func (l *latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
+	if n < 1 {
+		return false, invalid("setcount", latchkit.KindLatch, l.name, "count %d is below 1", n)
+	}
+	ok, err := flag(l.eval(ctx, latchSet, []string{newToken(), strconv.FormatInt(n, 10), l.cfg.retArg}))
+	if err != nil {
+		return false, opErr("setcount", latchkit.KindLatch, l.name, err)
+	}
+	return ok, nil
+}
+
+func (l *latch) CountDown(ctx context.Context) error {
+	v, err := l.eval(ctx, latchDown, []string{newToken(), l.channel, l.cfg.retArg})
+	if err == nil {
+		if _, ok := v.(int64); !ok {
+			err = badReply(v)
+		}
+	}
+	if err != nil {
+		return opErr("countdown", latchkit.KindLatch, l.name, scriptErr(err))
+	}
+	return nil
+}
+
+func (l *latch) Count(ctx context.Context) (int64, error) {
+	n, _, _, err := l.read(ctx)
+	if err != nil {
+		return 0, opErr("count", latchkit.KindLatch, l.name, err)
+	}
+	return n, nil
+}
+
+func (l *latch) Wait(ctx context.Context) error {
+	var round string
+	seen := false
+	attempt := func(ctx context.Context, _ *attempt) (latchkit.Lease, error) {
+		n, pttl, r, err := l.read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !seen {
+			round, seen = r, true
+		}
+		if n == 0 || r != round {
+			// Open, or the round first seen ended (it reached zero or
+			// expired) and another began before this read.
+			return nil, nil
+		}
+		hint := latchRecheck
+		if pttl >= 0 {
+			hint = min(time.Duration(pttl)*time.Millisecond, latchRecheck)
+		}
+		return nil, &countErr{n: n, held: heldErr(hint.Milliseconds(), "")}
+	}
+	_, err := l.cfg.acquire(ctx, l.b, acquisition{op: "wait", kind: latchkit.KindLatch, name: l.name,
+		chans: l.chans, attempt: attempt, noLease: true})
+	return err
+}
+
+// countErr is the outcome of a Wait's read that found the count above
+// zero: a *latchkit.HeldError (so that the wait loop waits, and it matches
+// latchkit.ErrNotAcquired) that says the count.
+type countErr struct {
+	n    int64
+	held *latchkit.HeldError
+}
+
+func (e *countErr) Error() string { return fmt.Sprintf("latch count is %d", e.n) }
+func (e *countErr) Unwrap() error { return e.held }
+
+// read runs lua/latch_read.lua: the count, the key's PTTL (ms; negative
+// without one) and the round ("" when none).
+func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err error) {
+	v, err := l.b.Eval(ctx, latchRead, l.keys, nil)
+	if err != nil {
+		return 0, 0, "", scriptErr(err)
+	}
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) != 3 {
+		return 0, 0, "", badReply(v)
+	}
+	s, ok1 := a[0].(string)
+	pttl, ok2 := a[1].(int64)
+	if a[2] != nil {
+		round, ok = a[2].(string)
+	}
+	if n, err = strconv.ParseInt(s, 10, 64); !ok1 || !ok2 || !ok || err != nil || n < 0 {
+		return 0, 0, "", badReply(v)
+	}
+	return n, pttl, round, nil
+}
+
+// eval runs a script that carries its call's id in ARGV[1], trying again
+// with the same arguments while Redis cannot be reached, paced by the
+// retry policy, until it gets an answer or ctx ends: the script recognizes
+// its id, so a try that did get through is not applied twice. When ctx
+// ended the call, the error matches ctx's error. Errors are as the backend
+// returned them (see scriptErr).
+func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (backend.Value, error) {
+	var policy backoff.BackOff
+	for tries := 1; ; tries++ {
+		v, err := l.b.Eval(ctx, s, l.keys, args)
+		if err == nil {
+			return v, nil
+		}
+		if cerr := ctxDone(ctx); cerr != nil {
+			if !errors.Is(err, cerr) {
+				err = fmt.Errorf("%w: %w", cerr, err)
+			}
+			return nil, err
+		}
+		if !errors.Is(err, backend.ErrUnavailable) {
+			return nil, err
+		}
+		if policy == nil {
+			policy = l.cfg.retry()
+		}
+		d := policy.NextBackOff()
+		if d == backoff.Stop {
+			return nil, fmt.Errorf("gave up after %d tries: %w", tries, err)
+		}
+		if werr := retry.Sleep(ctx, d); werr != nil {
+			return nil, fmt.Errorf("%w: %w", werr, err)
+		}
+	}
+}

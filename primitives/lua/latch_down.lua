@@ -1,0 +1,27 @@
+--@uses now_ms latch_count
+-- CountDown of a Latch.
+-- KEYS: 1 the latch (as latch_set).
+-- ARGV: 1 the call's id (128 random bits, hex), 2 the latch's channel,
+-- 3 the retention ms.
+-- Reply: the count after the call.
+--
+-- A call whose id already counted (a copy the driver resent, a retry of a
+-- call whose reply was lost) changes nothing: every CountDown call counts
+-- at most once. At zero (or on a latch never set, or expired) it is a
+-- no-op: the count never goes below zero. The count-down that reaches
+-- zero wakes every waiter (on the channel) and leaves the record at zero
+-- for $MARKER_MS ms, so that late copies of the round's calls are still
+-- recognized; any other count-down makes the key live the retention from
+-- now.
+local n, bad = latch_count(KEYS[1]); if bad then return bad end
+local mine = 'd:' .. ARGV[1]
+if n == 0 or redis.call('HEXISTS', KEYS[1], mine) == 1 then return n end
+n = redis.call('HINCRBY', KEYS[1], 'count', -1)
+redis.call('HSET', KEYS[1], mine, now_ms())
+if n == 0 then
+  redis.call('PEXPIRE', KEYS[1], $MARKER_MS)
+  redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return n
