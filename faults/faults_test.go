@@ -173,6 +173,20 @@ func semPrim(name string, ctor func(backend.Backend, string, int, ...primitives.
 	}}
 }
 
+// weightedPrim is a semaphore of 4 permits whose every worker takes 2 at
+// once (AcquireN): the checker counts holders against a limit of 2, so a
+// grant that ignored the weights (a third holder of 2) is a violation.
+func weightedPrim(name string, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) prim {
+	return prim{name, 2, func(b backend.Backend, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		s, err := ctor(b, "res", 4, opts...)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return func(ctx context.Context) (latchkit.Lease, error) { return s.AcquireN(ctx, 2) },
+			func(ctx context.Context) (latchkit.Lease, error) { return s.TryAcquireN(ctx, 2) }, false, nil
+	}}
+}
+
 var prims = []prim{
 	mutexPrim("Mutex", primitives.NewMutex),
 	mutexPrim("FairMutex", primitives.NewFairMutex),
@@ -181,6 +195,8 @@ var prims = []prim{
 	}),
 	semPrim("Semaphore(2)", primitives.NewSemaphore),
 	semPrim("FairSemaphore(2)", primitives.NewFairSemaphore),
+	weightedPrim("Semaphore(4) by 2s", primitives.NewSemaphore),
+	weightedPrim("FairSemaphore(4) by 2s", primitives.NewFairSemaphore),
 	{"RWLock", 1 << 30, func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
 		l, err := primitives.NewRWLock(b, "res", opts...)
 		if err != nil {

@@ -238,7 +238,7 @@ func linPrims() []prim {
 	var out []prim
 	for _, p := range prims {
 		switch p.name {
-		case "Mutex", "FairMutex", "Semaphore(2)", "FairSemaphore(2)":
+		case "Mutex", "FairMutex", "Semaphore(2)", "FairSemaphore(2)", "Semaphore(4) by 2s", "FairSemaphore(4) by 2s":
 			out = append(out, p)
 		}
 	}
