@@ -191,7 +191,7 @@ func (e *election) ttl(ctx context.Context, token string) (time.Duration, bool, 
 }
 
 func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
-	info, _, err := e.read(ctx)
+	info, _, _, err := e.read(ctx)
 	if err != nil {
 		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, err)
 	}
@@ -201,27 +201,32 @@ func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
 	return info, nil
 }
 
-// read returns the seat: the leader (zero when none) and how long its seat
-// has left.
-func (e *election) read(ctx context.Context) (LeaderInfo, time.Duration, error) {
+// read returns the seat: the leader (zero when none), how long its seat
+// has left, and the fence of the latest leadership granted (the fence
+// counter): news of a leadership at or below it is older than the read.
+func (e *election) read(ctx context.Context) (info LeaderInfo, left time.Duration, latest int64, err error) {
 	v, err := e.b.Eval(ctx, elLeader, e.keys, nil)
 	if err != nil {
-		return LeaderInfo{}, 0, scriptErr(err)
-	}
-	if v == nil {
-		return LeaderInfo{}, 0, nil
+		return LeaderInfo{}, 0, 0, scriptErr(err)
 	}
 	a, ok := v.([]backend.Value)
-	if !ok || len(a) != 3 {
-		return LeaderInfo{}, 0, badReply(v)
+	if !ok || (len(a) != 2 && len(a) != 5) {
+		return LeaderInfo{}, 0, 0, badReply(v)
 	}
-	val, ok1 := a[0].(string)
-	f, ok2 := a[1].(int64)
-	left, ok3 := a[2].(int64)
+	latest, ok = a[len(a)-1].(int64)
+	if !ok {
+		return LeaderInfo{}, 0, 0, badReply(v)
+	}
+	if len(a) == 2 {
+		return LeaderInfo{}, 0, latest, nil
+	}
+	val, ok1 := a[1].(string)
+	f, ok2 := a[2].(int64)
+	ms, ok3 := a[3].(int64)
 	if !ok1 || !ok2 || !ok3 {
-		return LeaderInfo{}, 0, badReply(v)
+		return LeaderInfo{}, 0, 0, badReply(v)
 	}
-	return LeaderInfo{Value: val, Fence: f}, time.Duration(left) * time.Millisecond, nil
+	return LeaderInfo{Value: val, Fence: f}, time.Duration(ms) * time.Millisecond, latest, nil
 }
 
 // seatNews is one message of the observers' channel: a leader seated
@@ -302,19 +307,16 @@ func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 	w, live := pubsub.ListenShared(ctx, e.b, o.heard, e.obs)
 	defer w.Leave()
 	var (
-		cur     LeaderInfo
-		sent    bool
-		expires time.Time // when cur's seat runs out unless renewed; zero: none
-		policy  = e.cfg.retry()
+		view   seatView
+		policy = e.cfg.retry()
 	)
 	pace := func() time.Duration { return nextPause(policy) }
-	send := func(info LeaderInfo) bool {
-		if sent && info == cur {
+	send := func(info LeaderInfo, changed bool) bool {
+		if !changed {
 			return true
 		}
 		select {
 		case out <- info:
-			cur, sent = info, true
 			return true
 		case <-ctx.Done():
 			return false
@@ -327,7 +329,7 @@ func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 		}
 		news, stale := o.take()
 		if stale || reread {
-			info, left, err := e.read(ctx)
+			info, left, counter, err := e.read(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -340,39 +342,20 @@ func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 			}
 			policy.Reset()
 			reread = false
-			expires = time.Time{}
-			if info != (LeaderInfo{}) {
-				expires = time.Now().Add(left)
-			}
-			// Messages heard before the read are older than it, or about
-			// the same seat: applying them below changes nothing then.
-			if !send(info) {
+			if !send(view.read(info, left, counter, time.Now())) {
 				return
 			}
 		}
 		for _, p := range news {
-			n, ok := parseSeatNews(p)
-			if !ok {
-				continue
-			}
-			switch {
-			case n.info != (LeaderInfo{}) && n.fence > cur.Fence:
-				expires = time.Now().Add(n.left)
-				if !send(n.info) {
-					return
-				}
-			case n.info == (LeaderInfo{}) && cur != (LeaderInfo{}) && n.fence == cur.Fence:
-				expires = time.Time{}
-				if !send(LeaderInfo{}) {
-					return
-				}
+			if n, ok := parseSeatNews(p); ok && !send(view.news(n, time.Now())) {
+				return
 			}
 		}
 		// Sleep until a message, the seat's expiry (re-read: renewals
 		// publish nothing), or, while not subscribed, the retry pace.
 		wait := time.Duration(-1)
-		if !expires.IsZero() {
-			wait = max(time.Until(expires), 0) + time.Millisecond
+		if !view.expires.IsZero() {
+			wait = max(time.Until(view.expires), 0) + time.Millisecond
 		}
 		if !live || !w.Live() {
 			live = false
@@ -415,6 +398,51 @@ func nextPause(p backoff.BackOff) time.Duration {
 		d = p.NextBackOff()
 	}
 	return max(d, time.Millisecond)
+}
+
+// seatView is what an observer knows of the seat: what it reported last,
+// and the highest fence it knows of. It decides what a read of the seat, or
+// a message, changes: messages may arrive out of step with reads (a
+// message published before a read can arrive after its reply), so news of
+// a leadership at or below the highest fence known is old and ignored, and
+// an emptied seat is news only about the leader last reported.
+type seatView struct {
+	cur     LeaderInfo // last reported
+	sent    bool       // anything reported yet
+	latest  int64      // the highest fence known
+	expires time.Time  // when cur's seat runs out unless renewed; zero: none
+}
+
+// report makes info the last reported, and says whether it is a change.
+func (v *seatView) report(info LeaderInfo) (LeaderInfo, bool) {
+	changed := !v.sent || info != v.cur
+	v.cur, v.sent = info, true
+	return info, changed
+}
+
+// read applies a read of the seat made at now: the leader (zero: none),
+// its time left, and the fence counter then.
+func (v *seatView) read(info LeaderInfo, left time.Duration, counter int64, now time.Time) (LeaderInfo, bool) {
+	v.latest = max(v.latest, counter, info.Fence)
+	v.expires = time.Time{}
+	if info != (LeaderInfo{}) {
+		v.expires = now.Add(left)
+	}
+	return v.report(info)
+}
+
+// news applies a message heard at now.
+func (v *seatView) news(n seatNews, now time.Time) (LeaderInfo, bool) {
+	switch {
+	case n.info != (LeaderInfo{}) && n.fence > v.latest:
+		v.latest = n.fence
+		v.expires = now.Add(n.left)
+		return v.report(n.info)
+	case n.info == (LeaderInfo{}) && v.cur != (LeaderInfo{}) && n.fence == v.cur.Fence:
+		v.expires = time.Time{}
+		return v.report(LeaderInfo{})
+	}
+	return v.cur, false
 }
 
 // sleepCtx sleeps for d or until ctx ends.
