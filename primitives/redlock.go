@@ -124,15 +124,28 @@ func eachWithin[T any](ctx context.Context, r *redlock, timeout time.Duration, f
 			ictx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			vals[i], errs[i] = f(ictx, i, b)
-			if errs[i] != nil && ctx.Err() == nil && ictx.Err() != nil {
-				// The instance's timeout, not the caller's: it is slow or
-				// unreachable, which a waiting Lock rides out.
-				errs[i] = &backend.Error{Class: backend.ErrUnavailable, Cause: errs[i]}
-			}
+			errs[i] = instanceErr(ctx, errs[i])
 		}()
 	}
 	wg.Wait()
 	return vals, errs
+}
+
+// instanceErr classifies the error of one instance's call made under a
+// per-instance timeout derived from ctx: a context error while ctx itself
+// is live (not ended, its deadline not passed) can only be the instance's
+// own timeout: it is slow or unreachable, which a waiting Lock rides out
+// (ErrUnavailable), not the caller giving up. The instance's context need
+// not be done yet: a driver reads a passed deadline off the clock before
+// the context's timer has run, on a starved process.
+func instanceErr(ctx context.Context, err error) error {
+	if err == nil || ctxDone(ctx) != nil || errors.Is(err, backend.ErrUnavailable) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &backend.Error{Class: backend.ErrUnavailable, Cause: err}
+	}
+	return err
 }
 
 // errUndecided is the error of an instance that had not answered when the
@@ -159,10 +172,7 @@ func (r *redlock) decide(stop, calls context.Context, timeout time.Duration, f f
 			ictx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			held, err := f(ictx, b)
-			if err != nil && ctx.Err() == nil && ictx.Err() != nil {
-				err = &backend.Error{Class: backend.ErrUnavailable, Cause: err} // the instance's timeout, not the caller's
-			}
-			answers <- answer{i, held, err}
+			answers <- answer{i, held, instanceErr(ctx, err)}
 		}()
 	}
 	held := make([]bool, len(r.bs))

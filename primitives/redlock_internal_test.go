@@ -110,3 +110,50 @@ func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
 		t.Errorf("TryLock while held: %v", err)
 	}
 }
+
+// deadlineOnce answers the first n calls it sees with the context's
+// deadline error at once, as a driver does whose call found its (per-
+// instance) deadline passed before the context's own timer had run: on a
+// starved process the deadline is read off the clock (backend.Wrap)
+// before the timer fires.
+type deadlineOnce struct {
+	backend.Backend
+	n, seen atomic.Int32
+}
+
+func (d *deadlineOnce) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if s == mutexAcquire && d.seen.Add(1) <= d.n.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return d.Backend.Eval(ctx, s, keys, args)
+}
+
+// An attempt whose instances answer with a context deadline error while
+// the caller's context is live failed by the instances' own timeout: a
+// waiting Lock tries again instead of returning the error with its
+// deadline far away. (Seen in TestTimelyStarved under -race beside two
+// busy processes: a bystander's Lock with 20 s left returned "1 of 3
+// instances granted, quorum 2: context deadline exceeded".)
+func TestRedlockLockRetriesInstanceDeadlines(t *testing.T) {
+	var bs []backend.Backend
+	for i := range 3 {
+		_, b := newMiniBackend(t)
+		if i > 0 {
+			d := &deadlineOnce{Backend: b}
+			d.n.Store(1)
+			b = d
+		}
+		bs = append(bs, b)
+	}
+	rl, err := NewRedlock(bs, "d", WithAutoExtend(false), WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := rl.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock whose instances' first calls hit their own deadline: %v, want a grant on a later attempt", err)
+	}
+	l.Release(ctx)
+}
