@@ -13,6 +13,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
+	"github.com/latchkit/latchkit/retry"
 )
 
 // RunFair checks primitives.NewFairSemaphore and NewFairMutex.
@@ -22,6 +23,7 @@ func RunFair(t *testing.T, h Harness) {
 		{"MutexGrantsInArrivalOrder", func(t *testing.T, h Harness) { testFairOrder(t, h, 1) }},
 		{"NeverOverLimit", testFairLimit},
 		{"AbandonedWaiterDropsOut", testFairAbandoned},
+		{"WaiterTakesOverAnExpiredHolder", testFairTakeOver},
 		{"TryDoesNotQueue", testFairTry},
 		{"BadInput", testFairBadInput},
 	})
@@ -258,5 +260,36 @@ func testFairBadInput(t *testing.T, h Harness) {
 		if v := do(t, b, "EXISTS", keyOf(p, "w")+k); v != int64(0) {
 			t.Errorf("%s written", k)
 		}
+	}
+}
+
+// testFairTakeOver: a holder that stops renewing (its process died) frees
+// its permit silently, at its TTL: a waiter must take it over then, told
+// by its wait hint (the holder's expiry), not at its next heartbeat (a
+// third of its waiter timeout: 10 s here) nor its retry policy (30 s).
+func testFairTakeOver(t *testing.T, h Harness) {
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			ctx := ctxT(t, 30*time.Second)
+			p := prefix(t)
+			dead := newFair(t, h.NewClient(t).Backend, "t", limit, primitives.WithPrefix(p),
+				primitives.WithTTL(400*time.Millisecond), primitives.WithAutoExtend(false))
+			for i := 0; i < limit; i++ {
+				if _, err := dead(ctx); err != nil { // never released
+					t.Fatal(err)
+				}
+			}
+			waiter := newFair(t, h.NewClient(t).Backend, "t", limit, primitives.WithPrefix(p),
+				primitives.WithWaiterTimeout(30*time.Second), primitives.WithRetry(retry.Constant(30*time.Second)))
+			start := time.Now()
+			l, err := waiter(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(ctx)
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("the waiter took over %v after it began waiting for holders of a 400 ms TTL", d)
+			}
+		})
 	}
 }

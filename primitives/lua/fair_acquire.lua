@@ -14,7 +14,8 @@
 -- 5 "1" for a Try (no ticket is left behind), 6 the inbox, 7 permits asked
 -- for, 8 "1" to grant by the stored limit (a FairMutex: "0"),
 -- 9 annotation, 10 the fence counter's retention ms (see raise_fence).
--- Reply: {1, fence} granted; {0, hint ms, the annotation of the first
+-- Reply: {1, fence} granted; {0, hint ms (until the first liveness runs
+-- out, at most a third of the waiter timeout), the annotation of the first
 -- holder in the queue} not (0: a token that finished, refused); an
 -- $INVALID error reply when more permits are asked for than the limit.
 --
@@ -48,6 +49,16 @@ local function holder()
   if #first == 0 then return false end
   return redis.call('HGET', KEYS[7], first[1])
 end
+-- hint is how long a refused attempt may wait: a third of the waiter
+-- timeout (its heartbeat), or less when a holder's or waiter's liveness
+-- runs out sooner: a holder that stopped renewing frees its permit
+-- silently, and the waiter behind it should try again then.
+local function hint()
+  local h = math.floor(wait / 3)
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if first[2] then h = math.min(h, tonumber(first[2]) - now) end
+  return math.max(h, 1)
+end
 if myfence and alive and tonumber(alive) > now then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
   keepall(ttl); annotate()
@@ -65,7 +76,7 @@ end
 if #dead > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
 if not ticket or not alive or tonumber(alive) <= now then
   if ARGV[5] == '1' and fair_ahead(KEYS[1], KEYS[9], KEYS[5], false, limit, limit - n) + n > limit then
-    return {0, math.max(math.floor(wait / 3), 1), holder()}
+    return {0, hint(), holder()}
   end
   ticket = redis.call('INCR', KEYS[3])
   redis.call('ZADD', KEYS[1], ticket, ARGV[1])
@@ -83,4 +94,4 @@ if fair_ahead(KEYS[1], KEYS[9], KEYS[5], ARGV[1], limit, limit - n) + n <= limit
 end
 redis.call('ZADD', KEYS[2], now + wait, ARGV[1])
 keepall(wait)
-return {0, math.max(math.floor(wait / 3), 1), holder()}
+return {0, hint(), holder()}
