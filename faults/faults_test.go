@@ -640,8 +640,10 @@ the Go scheduler's lateness on a busy 2-core machine) after its deadline by
 the holder's clock (the start of the granting call, or of the last renewal
 that could have succeeded, plus the TTL, minus the drift allowance); a lease
 the fault did not touch told lost; another client granted while a holder's
-Context was live (by more than the slack); a call returning more than the
-slack after its deadline. ` + "`-args -long`" + ` runs "many leases" at full size
+Context was live (by more than the slack); an Extend or Release returning
+more than the slack after its deadline, a Lock or TryLock more than the
+slack plus 100 ms (the give-back a give-up makes first, which latchkit's
+deadline promise includes). ` + "`-args -long`" + ` runs "many leases" at full size
 (1,000 leases of TTL 1-60 s).
 
 The "nemesis" rows come from ` + "`TestNemesis`" + ` (` + "`faults/nemesis_test.go`" + `): each seed

@@ -301,7 +301,7 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 			callMu.Lock()
 			callLate = append(callLate, late)
 			callMu.Unlock()
-			verdicts[kMutex.name].late(fmt.Sprintf("%s during the fault (200 ms deadline, %v) returned", what, err), late, slack)
+			verdicts[kMutex.name].late(fmt.Sprintf("%s during the fault (200 ms deadline, %v) returned", what, err), late, callSlack(what, slack))
 		})
 	}
 	sleepUntil(faultAt.Add(300 * time.Millisecond))
@@ -390,7 +390,7 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 		v := verdicts[ml.k.name]
 		ops[ml.k.name] += int(ml.c.attempts.Load())
 		checkOverlap(v, ml.w, &ml.c, slack)
-		v.late(fmt.Sprintf("%s %v: the other client's Lock", ml.k.name, ml.names), ml.c.lateCall, slack)
+		v.late(fmt.Sprintf("%s %v: the other client's Lock", ml.k.name, ml.names), ml.c.lateCall, acquireSlack)
 		_, granted := ml.c.firstGrant()
 		switch {
 		case ml.c.attempts.Load() == 0:

@@ -110,7 +110,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 					return err
 				})
 				t.Logf("TryLock on the hung node: %v after its deadline: %v", late.Round(time.Millisecond), err)
-				v.late("TryLock on the hung node (200 ms deadline) returned", late, slack)
+				v.late("TryLock on the hung node (200 ms deadline) returned", late, acquireSlack)
 			})
 
 			sleepUntil(t0.Add(3400 * time.Millisecond))
@@ -157,7 +157,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 			if c.refused.Load() == 0 {
 				t.Errorf("the other client was never refused L (%d attempts, errors %v): it did not contend", c.attempts.Load(), c.errs)
 			}
-			v.late("the other client's TryLock (200 ms deadline) returned", c.lateCall, slack)
+			v.late("the other client's TryLock (200 ms deadline) returned", c.lateCall, acquireSlack)
 			t.Logf("the other client: %d attempts, %d refused, %d granted, errors %v", c.attempts.Load(), c.refused.Load(), len(c.grants), c.errs)
 
 			// The leases on the hung node, told in time.

@@ -159,13 +159,13 @@ func TestTimelyStarved(t *testing.T) {
 				wg.Wait()
 				for i, what := range []string{"Extend", "Release", "Lock", "TryLock"} {
 					t.Logf("%s during the partition: %v after its deadline: %v", what, calls[i].Round(time.Millisecond), errs[i])
-					v.late(what+" (200 ms deadline) during the partition returned", calls[i], starvedSlack)
+					v.late(what+" (200 ms deadline) during the partition returned", calls[i], callSlack(what, starvedSlack))
 				}
 				checkOverlap(v, w, &c, starvedSlack)
 				if _, ok := c.firstGrant(); !ok {
 					t.Errorf("the other client (%d attempts) was never granted it: %v", c.attempts.Load(), c.errs)
 				}
-				v.late("the other client's Lock returned", c.lateCall, starvedSlack)
+				v.late("the other client's Lock returned", c.lateCall, callSlack("Lock", starvedSlack))
 
 				// The bystander, renewed all along.
 				sleepUntil(wB.granted.Add(2 * sttl))
