@@ -20,9 +20,14 @@ import (
 //   - Leases whose renewal is one script call (renewCaller) go out in
 //     chunks of at most renewChunk calls through backend.Batcher (one
 //     pipeline each; without a Batcher, concurrent Evals). A chunk waits
-//     for its replies until its earliest lease's deadline; on a Cluster,
-//     where a chunk spans nodes and one of them may hang, at most half
-//     that time.
+//     for its replies until its earliest lease's deadline. One server
+//     answers the whole chunk: when it hangs, every lease of the chunk is
+//     on it.
+//   - On a Cluster a chunk would span nodes, and a pipeline over them waits
+//     for every node: a hung node would hold up the renewals of leases on
+//     healthy ones. So there every lease is renewed on its own (the
+//     drivers pipeline concurrent calls to a node by themselves: rueidis
+//     and valkey-go on one connection, go-redis over its pool).
 //   - A lease whose last renewal failed (a chunk that timed out behind a
 //     hung server, a connection reset), and a lease renewed by its holder's
 //     extend (Redlock, a MultiLock split over Cluster slots, and any lease
@@ -66,7 +71,7 @@ type renewer struct {
 	key    backend.Backend // the registry key; nil for extend-only holders
 	shared bool            // in the registry
 	batch  backend.Batcher // key's Batcher, or nil
-	halve  bool            // key is a Cluster: a chunk waits half its time (see renewChunk)
+	solo   bool            // key is a Cluster: every lease is renewed on its own (see the package doc above)
 	wake   chan struct{}   // capacity 1: the earliest lease changed
 
 	mu       sync.Mutex
@@ -96,7 +101,7 @@ func renewerFor(b backend.Backend) *renewer {
 }
 
 func newRenewer(b backend.Backend) *renewer {
-	r := &renewer{key: b, wake: make(chan struct{}, 1), halve: b != nil && backend.IsCluster(b)}
+	r := &renewer{key: b, wake: make(chan struct{}, 1), solo: b != nil && backend.IsCluster(b)}
 	r.batch, _ = b.(backend.Batcher)
 	return r
 }
@@ -242,7 +247,7 @@ func (r *renewer) run() {
 			case !now.Before(deadline):
 				l.rs.stopped = true
 				late = append(late, l)
-			case l.rs.call.Script == nil || l.rs.lastErr != nil:
+			case l.rs.call.Script == nil || l.rs.lastErr != nil || r.solo:
 				solo = append(solo, l)
 			default:
 				batch = append(batch, dueLease{l, deadline})

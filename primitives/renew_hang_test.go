@@ -300,3 +300,49 @@ func TestRedlockRenewalBesideHungInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// clusterHangs is hangs on a Cluster: its batches span nodes, and a batch
+// with a call on the hung node blocks as a whole (a ClusterClient's
+// pipeline waits for every node).
+type clusterHangs struct{ *hangs }
+
+func (clusterHangs) Cluster() bool { return true }
+
+// TestRenewClusterHealthyLeaseNotHeldByHungNode: on a Cluster, a lease on a
+// healthy node is renewed on time although a lease on a hung node came
+// due with it: its renewal does not wait in one batch with the hung one.
+// (Before: the two went out in one chunk, which waited half the time its
+// earliest lease had left, and the healthy lease was renewed alone only
+// then: under load, short TTLs beside a hung node ran out,
+// TestTimelyManyLeases/cluster node hangs/go-redis under -race.)
+func TestRenewClusterHealthyLeaseNotHeldByHungNode(t *testing.T) {
+	_, b := newMiniBackend(t)
+	hb := clusterHangs{newHangs(b)}
+	t.Cleanup(hb.resume)
+	const ttl = 3 * time.Second
+	h, _ := NewMutex(hb, "h", WithTTL(ttl), WithPrefix("A:"))
+	l, _ := NewMutex(hb, "l", WithTTL(ttl), WithPrefix("B:"))
+	ctx := context.Background()
+	hl, err := h.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll, err := l.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	hb.stop("A:")
+	// Both are due at ttl/3 (1 s), less the renewer's slack (ttl/12).
+	time.Sleep(time.Until(granted.Add(1500 * time.Millisecond)))
+	lease := ll.(*lease)
+	lease.mu.Lock()
+	deadline := lease.deadline
+	lease.mu.Unlock()
+	if left := deadline.Sub(granted); left < ttl+500*time.Millisecond {
+		t.Errorf("1.5 s after its grant the healthy lease's deadline is %v after the grant: not renewed at its due time (1 s) beside the hung node", left.Round(time.Millisecond))
+	}
+	hb.resume()
+	ll.Release(ctx)
+	hl.Release(ctx)
+}

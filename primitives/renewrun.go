@@ -73,11 +73,8 @@ func (r *renewer) renewSolo(l *lease) {
 	r.finish(&j)
 }
 
-// renewChunk renews ls, whose renewals are script calls, in one batch. It
-// waits for the replies until the earliest lease's deadline; on a Cluster
-// at most half the time that lease has left, so that a lease on a healthy
-// node whose chunk waited for a hung one is renewed alone next (see
-// finish), with the other half.
+// renewChunk renews ls, whose renewals are script calls on one server, in
+// one batch. It waits for the replies until the earliest lease's deadline.
 func (r *renewer) renewChunk(ls []*lease) {
 	jobs := make([]job, 0, len(ls))
 	calls := make([]backend.Call, 0, len(ls))
@@ -98,11 +95,7 @@ func (r *renewer) renewChunk(ls []*lease) {
 		return
 	}
 	start := time.Now()
-	until := first
-	if r.halve {
-		until = start.Add(first.Sub(start) / 2)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), until)
+	ctx, cancel := context.WithDeadline(context.Background(), first)
 	if r.batch != nil {
 		r.batch.EvalBatch(ctx, calls)
 	} else {
