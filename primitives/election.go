@@ -52,7 +52,9 @@ type Election interface {
 	// campaigns again, until ctx ends; it then returns ctx's error. When fn
 	// returns an error while still leading, Run resigns and returns it. A
 	// campaign that fails for good (bad input, a closed client) ends Run
-	// with its error.
+	// with its error. fn should return only when its term's work is done:
+	// returning nil at once makes Run resign and campaign again at once
+	// (behind any campaigner already waiting, which takes over first).
 	Run(ctx context.Context, value string, fn func(ctx context.Context) error) error
 }
 
