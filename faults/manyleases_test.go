@@ -297,11 +297,11 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 	var callLate []time.Duration
 	call := func(what string, f func(ctx context.Context) error) {
 		callWG.Go(func() {
-			late, err := timedCall(callDL, f)
+			late, at, err := timedCall(callDL, f)
 			callMu.Lock()
 			callLate = append(callLate, late)
 			callMu.Unlock()
-			verdicts[kMutex.name].late(fmt.Sprintf("%s during the fault (200 ms deadline, %v) returned", what, err), late, callSlack(what, slack))
+			verdicts[kMutex.name].late(fmt.Sprintf("%s during the fault (200 ms deadline, %v) returned", what, err), at, late, callSlack(what, slack))
 		})
 	}
 	sleepUntil(faultAt.Add(300 * time.Millisecond))
@@ -345,12 +345,12 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 		if ml.doomed {
 			dl := ml.w.deadline(faultAt)
 			if !ended {
-				v.late(fmt.Sprintf("%s %v (TTL %v): loss never told; checked", ml.k.name, ml.names, ml.ttl), time.Since(dl), slack)
+				v.late(fmt.Sprintf("%s %v (TTL %v): loss never told; checked", ml.k.name, ml.names, ml.ttl), time.Now(), time.Since(dl), slack)
 				lateness = append(lateness, time.Since(dl))
 				continue
 			}
 			lateness = append(lateness, end.Sub(dl))
-			v.late(fmt.Sprintf("%s %v (TTL %v): loss told", ml.k.name, ml.names, ml.ttl), end.Sub(dl), slack)
+			v.late(fmt.Sprintf("%s %v (TTL %v): loss told", ml.k.name, ml.names, ml.ttl), end, end.Sub(dl), slack)
 			continue
 		}
 		healthy++
@@ -390,7 +390,7 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 		v := verdicts[ml.k.name]
 		ops[ml.k.name] += int(ml.c.attempts.Load())
 		checkOverlap(v, ml.w, &ml.c, slack)
-		v.late(fmt.Sprintf("%s %v: the other client's Lock", ml.k.name, ml.names), ml.c.lateCall, acquireSlack)
+		v.late(fmt.Sprintf("%s %v: the other client's Lock", ml.k.name, ml.names), ml.c.lateAt, ml.c.lateCall, acquireSlack)
 		_, granted := ml.c.firstGrant()
 		switch {
 		case ml.c.attempts.Load() == 0:

@@ -102,7 +102,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 			bg.Go(func() {
 				sleepUntil(t0.Add(2500 * time.Millisecond))
 				_, tryA := lock(holder, onA[4], longTTL)
-				late, err := timedCall(callDL, func(ctx context.Context) error {
+				late, at, err := timedCall(callDL, func(ctx context.Context) error {
 					l, err := tryA(ctx)
 					if err == nil {
 						l.Release(ctx)
@@ -110,7 +110,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 					return err
 				})
 				t.Logf("TryLock on the hung node: %v after its deadline: %v", late.Round(time.Millisecond), err)
-				v.late("TryLock on the hung node (200 ms deadline) returned", late, acquireSlack)
+				v.late("TryLock on the hung node (200 ms deadline) returned", at, late, acquireSlack)
 			})
 
 			sleepUntil(t0.Add(3400 * time.Millisecond))
@@ -157,7 +157,7 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 			if c.refused.Load() == 0 {
 				t.Errorf("the other client was never refused L (%d attempts, errors %v): it did not contend", c.attempts.Load(), c.errs)
 			}
-			v.late("the other client's TryLock (200 ms deadline) returned", c.lateCall, acquireSlack)
+			v.late("the other client's TryLock (200 ms deadline) returned", c.lateAt, c.lateCall, acquireSlack)
 			t.Logf("the other client: %d attempts, %d refused, %d granted, errors %v", c.attempts.Load(), c.refused.Load(), len(c.grants), c.errs)
 
 			// The leases on the hung node, told in time.
@@ -165,11 +165,11 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 				end, ok := w.ended()
 				dl := w.deadline(faultAt)
 				if !ok {
-					v.late(fmt.Sprintf("lease %d on the hung node: loss never told; checked", i), time.Since(dl), slack)
+					v.late(fmt.Sprintf("lease %d on the hung node: loss never told; checked", i), time.Now(), time.Since(dl), slack)
 					continue
 				}
 				t.Logf("lease %d on the hung node told lost %v after the hang began (deadline %v after)", i, end.Sub(faultAt).Round(time.Millisecond), dl.Sub(faultAt).Round(time.Millisecond))
-				v.late(fmt.Sprintf("lease %d on the hung node: loss told", i), end.Sub(dl), slack)
+				v.late(fmt.Sprintf("lease %d on the hung node: loss told", i), end, end.Sub(dl), slack)
 			}
 			v.report("hung cluster node, renewals beside it", d.name, "Mutex", 7+int(c.attempts.Load()), faults)
 			releaseAll(wL.l)
@@ -314,18 +314,18 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 					soon = wY.granted.Add(yTTL/3 + yInstanceTimeout) // its first renewal finds it gone
 				}
 				if !yOK {
-					v.late("Y, found gone by its renewal: loss never told; checked", time.Since(soon), slack)
+					v.late("Y, found gone by its renewal: loss never told; checked", time.Now(), time.Since(soon), slack)
 				} else {
 					t.Logf("Y told lost %v after its keys were deleted (its renewal was due %v after, its deadline %v after)", yEnd.Sub(delAt).Round(time.Millisecond),
 						soon.Add(-yInstanceTimeout).Sub(delAt).Round(time.Millisecond), wY.deadline(delAt).Sub(delAt).Round(time.Millisecond))
-					v.late("Y's loss was told (its renewal was due within a third of its TTL of the deletion)", yEnd.Sub(soon), slack)
-					v.late("Y's loss was told after its own deadline:", yEnd.Sub(wY.deadline(delAt)), slack)
+					v.late("Y's loss was told (its renewal was due within a third of its TTL of the deletion)", yEnd, yEnd.Sub(soon), slack)
+					v.late("Y's loss was told after its own deadline:", yEnd, yEnd.Sub(wY.deadline(delAt)), slack)
 				}
 				if !xOK {
-					v.late("X, on hung instances: loss never told; checked", time.Since(wX.deadline(faultAt)), slack)
+					v.late("X, on hung instances: loss never told; checked", time.Now(), time.Since(wX.deadline(faultAt)), slack)
 				} else {
 					t.Logf("X told lost %v after the hang began (deadline %v after)", xEnd.Sub(faultAt).Round(time.Millisecond), wX.deadline(faultAt).Sub(faultAt).Round(time.Millisecond))
-					v.late("X's loss was told", xEnd.Sub(wX.deadline(faultAt)), slack)
+					v.late("X's loss was told", xEnd, xEnd.Sub(wX.deadline(faultAt)), slack)
 				}
 				v.report("extend-only renewals: one lease found gone beside one hanging", d.name, "Redlock (beside a "+f.name+")", 5, "Y's keys deleted and taken by another client while X's instances hang (SIGSTOP); Y must be told within a renewal period")
 			})
@@ -386,14 +386,14 @@ func TestTimelyExtendBehindRenewal(t *testing.T) {
 							}
 						}()
 						sleepUntil(w.granted.Add(ettl/3 + 150*time.Millisecond))
-						late, err := timedCall(callDL, func(ctx context.Context) error { return l.Extend(ctx, ettl) })
+						late, at, err := timedCall(callDL, func(ctx context.Context) error { return l.Extend(ctx, ettl) })
 						t.Logf("Extend with a renewal in flight: %v after its %v deadline: %v", late.Round(time.Millisecond), callDL, err)
-						v.late("Extend (100 ms deadline) behind a renewal in flight returned", late, slack)
+						v.late("Extend (100 ms deadline) behind a renewal in flight returned", at, late, slack)
 						end, ok := w.waitEnded(w.deadline(faultAt).Add(time.Second))
 						if !ok {
-							v.late("loss never told; checked", time.Since(w.deadline(faultAt)), slack)
+							v.late("loss never told; checked", time.Now(), time.Since(w.deadline(faultAt)), slack)
 						} else {
-							v.late("the loss was told", end.Sub(w.deadline(faultAt)), slack)
+							v.late("the loss was told", end, end.Sub(w.deadline(faultAt)), slack)
 						}
 						v.report("Extend behind a renewal in flight", d.name, k.name, 2, "server hung (SIGSTOP) before the first renewal (TTL 3 s); Extend with a 100 ms deadline while that renewal is in flight")
 					})

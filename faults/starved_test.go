@@ -127,6 +127,7 @@ func TestTimelyStarved(t *testing.T) {
 				wg.Go(func() { c.run(cctx, cLock) })
 
 				var calls [4]time.Duration
+				var ats [4]time.Time
 				var errs [4]error
 				for i, f := range []func(context.Context) error{
 					func(ctx context.Context) error { return ext.Extend(ctx, sttl) },
@@ -146,26 +147,26 @@ func TestTimelyStarved(t *testing.T) {
 						return err
 					},
 				} {
-					wg.Go(func() { calls[i], errs[i] = timedCall(callDL, f) })
+					wg.Go(func() { calls[i], ats[i], errs[i] = timedCall(callDL, f) })
 				}
 				end, ok := w.waitEnded(faultAt.Add(2 * sttl))
 				dl := w.deadline(faultAt)
 				if !ok {
-					v.late("the partitioned holder's loss was never told; waited", time.Since(dl), starvedSlack)
+					v.late("the partitioned holder's loss was never told; waited", time.Now(), time.Since(dl), starvedSlack)
 				} else {
-					v.late("the partitioned holder's loss was told", end.Sub(dl), starvedSlack)
+					v.late("the partitioned holder's loss was told", end, end.Sub(dl), starvedSlack)
 					t.Logf("loss told %v after the holder's deadline", end.Sub(dl).Round(time.Millisecond))
 				}
 				wg.Wait()
 				for i, what := range []string{"Extend", "Release", "Lock", "TryLock"} {
 					t.Logf("%s during the partition: %v after its deadline: %v", what, calls[i].Round(time.Millisecond), errs[i])
-					v.late(what+" (200 ms deadline) during the partition returned", calls[i], callSlack(what, starvedSlack))
+					v.late(what+" (200 ms deadline) during the partition returned", ats[i], calls[i], callSlack(what, starvedSlack))
 				}
 				checkOverlap(v, w, &c, starvedSlack)
 				if _, ok := c.firstGrant(); !ok {
 					t.Errorf("the other client (%d attempts) was never granted it: %v", c.attempts.Load(), c.errs)
 				}
-				v.late("the other client's Lock returned", c.lateCall, callSlack("Lock", starvedSlack))
+				v.late("the other client's Lock returned", c.lateAt, c.lateCall, callSlack("Lock", starvedSlack))
 
 				// The bystander, renewed all along.
 				sleepUntil(wB.granted.Add(2 * sttl))
