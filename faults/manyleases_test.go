@@ -355,8 +355,9 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 		}
 		healthy++
 		if ended {
-			v.fail("%s %v (TTL %v), which the fault did not touch, was told lost %v after the fault began (granted %v before it): %v", ml.k.name, ml.names, ml.ttl,
-				end.Sub(faultAt).Round(time.Millisecond), faultAt.Sub(ml.w.granted).Round(time.Millisecond), context.Cause(ml.w.l.Context()))
+			v.fail("%s %v (TTL %v), which the fault did not touch, was told lost %v after the fault began (granted %v before it; the process's timers ran up to %v late in its last TTL): %v", ml.k.name, ml.names, ml.ttl,
+				end.Sub(faultAt).Round(time.Millisecond), faultAt.Sub(ml.w.granted).Round(time.Millisecond),
+				stallWithin(end.Add(-ml.ttl), end).Round(time.Millisecond), context.Cause(ml.w.l.Context()))
 			continue
 		}
 		stillLive++

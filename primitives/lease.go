@@ -284,6 +284,25 @@ func (l *lease) lose(cause error) {
 	l.end(cause)
 }
 
+// renewalsSoFar says, for a lease that ran out, how its renewals fared
+// since the last that succeeded: how many failed and the last error, or
+// that none finished (it was in flight, or never due). Empty without
+// auto-extend.
+func (l *lease) renewalsSoFar() string {
+	r := l.rs.r
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	failed, last, at := l.rs.failed, l.rs.lastErr, l.rs.lastAt
+	r.mu.Unlock()
+	if failed == 0 || last == nil {
+		return " (no renewal finished since the last that succeeded)"
+	}
+	return fmt.Sprintf(" (%d renewals failed since the last that succeeded; the last began %v before: %v)",
+		failed, time.Since(at).Round(time.Millisecond), last)
+}
+
 // expire ends the lease at its deadline, unless a renewal or an Extend
 // moved the deadline meanwhile (then the timer has been moved too). An
 // auto-extended lease may still be held on the server (a renewal got
@@ -297,7 +316,7 @@ func (l *lease) expire() {
 	if !late {
 		return
 	}
-	l.lose(fmt.Errorf("ttl ran out before a renewal got through: %w", latchkit.ErrLeaseLost))
+	l.lose(fmt.Errorf("ttl ran out before a renewal got through%s: %w", l.renewalsSoFar(), latchkit.ErrLeaseLost))
 	if renewing {
 		go l.giveBack()
 	}

@@ -58,6 +58,8 @@ type renewState struct {
 	slack   time.Duration // how much earlier a batch may take it
 	stopped bool          // Release, or the lease ended: no more renewals
 	lastErr error         // of the last failed renewal, nil after a success
+	failed  int           // renewals failed since the last success
+	lastAt  time.Time     // when the last renewal that finished began
 
 	// call is the script call that renews the lease by callTTL (Script
 	// nil: renewed by extend), kept so that a renewal allocates nothing

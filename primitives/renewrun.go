@@ -145,7 +145,8 @@ func (r *renewer) finish(j *job) {
 	case l.rs.stopped:
 		// Released (or ended) while in flight: the outcome is Release's.
 	case j.err != nil:
-		l.rs.lastErr = j.err
+		l.rs.lastErr, l.rs.lastAt = j.err, j.start
+		l.rs.failed++
 		l.mu.Lock()
 		deadline := l.deadline
 		l.mu.Unlock()
@@ -157,7 +158,7 @@ func (r *renewer) finish(j *job) {
 		l.rs.stopped = true
 		lost = true
 	default:
-		l.rs.lastErr = nil
+		l.rs.lastErr, l.rs.lastAt, l.rs.failed = nil, j.start, 0
 		l.mu.Lock()
 		if dl := j.start.Add(j.ttl - drift(j.ttl)); dl.After(l.deadline) && !l.done {
 			l.deadline = dl
