@@ -239,7 +239,7 @@ type history struct {
 	mu       sync.Mutex
 	holds    []hold
 	ops      int
-	slow     []string // calls past their deadline plus margin
+	slow     []rigSlow // calls past their deadline plus margin
 	epoch    int
 	failures map[string]int // errors by kind, for the log
 }
@@ -256,7 +256,7 @@ func (h *history) call(what string, start time.Time, err error) {
 	defer h.mu.Unlock()
 	h.ops++
 	if took > callDeadline+margin {
-		h.slow = append(h.slow, fmt.Sprintf("%s took %v (%v)", what, took.Round(time.Millisecond), err))
+		h.slow = append(h.slow, rigSlow{fmt.Sprintf("%s took %v (%v)", what, took.Round(time.Millisecond), err), start.Add(took), took - callDeadline})
 	}
 	if err != nil {
 		k := err.Error()
@@ -265,6 +265,13 @@ func (h *history) call(what string, start time.Time, err error) {
 		}
 		h.failures[what+": "+k]++
 	}
+}
+
+// rigSlow is a call that returned late past its deadline, at end.
+type rigSlow struct {
+	text string
+	end  time.Time
+	late time.Duration
 }
 
 // rig is one scenario's set-up: a redis-server and, per worker, a proxy to
@@ -434,8 +441,16 @@ func (r *rig) check(t *testing.T, fencesAcrossEpochs bool) int {
 			}
 		}
 	}
+	// A call past its deadline by more than the margin, unless the
+	// process's own timers ran at least as late as the excess meanwhile
+	// (the scheduler watch: a starved process, as the timeliness tests
+	// and the nemesis excuse it).
 	for _, s := range h.slow {
-		fail("a call past its deadline: %s", s)
+		if st := stallWithin(s.end.Add(-s.late), s.end); s.late-margin <= st {
+			t.Logf("a call past its deadline: %s: excused, the process's own timers ran %v late meanwhile", s.text, st.Round(time.Millisecond))
+			continue
+		}
+		fail("a call past its deadline: %s", s.text)
 	}
 	// Healed: every client works again.
 	for w := range r.acquire {

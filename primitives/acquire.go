@@ -111,10 +111,11 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition) (latchkit.Lease, error) {
 	at := &attempt{token: newToken(), try: a.try, annotation: annotation(req.Annotation)}
 	var (
-		policy backoff.BackOff
-		wake   *pubsub.Wake
-		unsure bool // an attempt's outcome is unknown: it may have been granted
-		found  bool // an attempt found the primitive held: a waiting one may have queued
+		policy  backoff.BackOff
+		wake    *pubsub.Wake
+		unsure  bool  // an attempt's outcome is unknown: it may have been granted
+		found   bool  // an attempt found the primitive held: a waiting one may have queued
+		refused error // the last attempt refused for a reason to wait on (held, not replicated)
 	)
 	if !a.try && len(a.chans) > 0 {
 		id := ""
@@ -137,6 +138,13 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		isHeld := errors.As(err, &held)
 		unsure = unsure || (!isHeld && !definite(err))
 		found = found || isHeld
+		if isHeld || errors.Is(err, ErrNotReplicated) {
+			refused = err
+		} else if refused != nil && ctxDone(ctx) != nil {
+			// The caller's deadline cut this attempt short: the error
+			// says why the earlier ones did not grant, too.
+			err = fmt.Errorf("%w (an earlier attempt: %w)", err, refused)
+		}
 		if a.try || ctxDone(ctx) != nil || !retryable(err, isHeld) {
 			return nil, c.giveUp(ctx, a, at, unsure, found, err)
 		}
@@ -163,12 +171,14 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 }
 
 // retryable reports whether a waiting acquisition makes another attempt
-// after err: the primitive was held, or Redis could not be reached (trying
+// after err: the primitive was held, Redis could not be reached (trying
 // again is safe: an attempt that did get through finds its own token and
-// counts as granted). A grant the replicas did not acknowledge is not
-// retried: the replicas are not going to catch up by waiting.
+// counts as granted), or a grant was not acknowledged by enough replicas
+// (WithReplicaAck: a replica may acknowledge the next one, as it does once
+// it has caught up or the machine is less busy; like an unreachable Redis,
+// a master without replicas holds a Lock up until its context ends).
 func retryable(err error, held bool) bool {
-	return held || (errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, ErrNotReplicated))
+	return held || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, ErrNotReplicated)
 }
 
 // definite reports whether a failed attempt's error proves that it holds
@@ -345,12 +355,16 @@ func (c *config) evalAcquire(ctx context.Context, b backend.Backend, s *backend.
 
 // acked passes on the outcome of an attempt (l, err) whose script reached
 // acks replicas; with WithReplicaAck, a grant that reached too few is
-// released and turned into ErrNotReplicated.
+// released and turned into ErrNotReplicated. The release has the
+// give-back's budget, past the caller's deadline too: one that fails
+// leaves the attempt's outcome unknown, and what it may still hold is
+// given back when the acquisition ends (giveUp), or taken again by the
+// next attempt, which finds its own token.
 func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks int) (latchkit.Lease, error) {
 	if err != nil || c.ackReplicas == 0 || acks >= c.ackReplicas {
 		return l, err
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
 	if rerr := l.Release(rctx); rerr != nil {

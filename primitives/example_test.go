@@ -112,7 +112,9 @@ func ExampleWithReplicaAck() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = mu.Lock(ctx)
+	// TryLock makes one attempt; Lock would try again until a replica
+	// acknowledged a grant or its context ended.
+	_, err = mu.TryLock(ctx)
 	fmt.Println(errors.Is(err, primitives.ErrNotReplicated))
 	// Output: true
 }

@@ -97,8 +97,10 @@ func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.in
 // replicas (Sentinel, Cluster), which a plain grant does not (the replica
 // promoted may not have it yet, and a second holder is then granted the
 // same lock). When fewer replicas confirm in time, the grant is released
-// and the attempt fails with an error matching ErrNotReplicated; Lock does
-// not retry it.
+// and the attempt fails with an error matching ErrNotReplicated: TryLock
+// returns it, Lock tries again (with the retry policy's delay) until a
+// grant is acknowledged or its context ends, as it does while Redis
+// cannot be reached.
 //
 // Every extension, Extend's and the auto-extend's, is acknowledged the same
 // way: one that fewer replicas confirmed is made on the master but does not

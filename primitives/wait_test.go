@@ -153,7 +153,6 @@ func TestWaitOtherErrorsStop(t *testing.T) {
 		"first":             {wrong},
 		"later":             {held(0), held(0), wrong},
 		"bad reply":         {held(0), badReply("x")},
-		"not replicated":    {fmt.Errorf("%w; releasing failed: %w", ErrNotReplicated, errUnreachable)},
 		"closed client":     {&backend.Error{Class: backend.ErrClosed, Cause: errors.New("closed")}},
 		"lease lost on try": {fmt.Errorf("wrapped: %w", latchkit.ErrLeaseLost)},
 	} {
@@ -164,6 +163,72 @@ func TestWaitOtherErrorsStop(t *testing.T) {
 				t.Fatalf("%v after %d attempts, want the last outcome after %d", err, s.count(), len(outcomes))
 			}
 		})
+	}
+}
+
+// TestWaitRetriesNotReplicated: a grant that WAIT did not confirm on
+// enough replicas (given back) is tried again by a waiting acquisition, as
+// an unreachable Redis is: a replica that acknowledged late (a busy
+// machine, a replica catching up after a resync) must not end a Lock that
+// still has time. A Try returns it at once, and a waiting one that runs
+// out of time says it was the last attempt's outcome. (Before, Lock
+// returned the first ErrNotReplicated: TestReshardReplicaAck failed in CI
+// with a 10 s Lock refused after 617 ms.)
+func TestWaitRetriesNotReplicated(t *testing.T) {
+	notAcked := fmt.Errorf("%w: WAIT confirmed 0 of 1 replicas within 200ms; the grant was released", ErrNotReplicated)
+	s := &script{outcomes: []error{notAcked, notAcked, nil}}
+	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false)); err != nil || s.count() != 3 {
+		t.Fatalf("Lock: %v after %d attempts, want granted at the third", err, s.count())
+	}
+	s = &script{outcomes: []error{notAcked, nil}}
+	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(true, false)); !errors.Is(err, ErrNotReplicated) || s.count() != 1 {
+		t.Fatalf("TryLock: %v after %d attempts, want ErrNotReplicated after one", err, s.count())
+	}
+	s = &script{outcomes: []error{notAcked}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || s.count() < 2 {
+		t.Fatalf("Lock until its deadline: %v after %d attempts, want DeadlineExceeded and ErrNotReplicated after several", err, s.count())
+	}
+}
+
+// TestWaitDeadlineMidAttemptSaysWhy: when the caller's deadline cuts an
+// attempt short (the driver's call abandoned: Redis unavailable for all
+// the loop knows), the error still matches what refused the attempts
+// before it, held (ErrNotAcquired, with its HeldError) or not replicated,
+// beside the context's error, so that a caller can tell "it was held until
+// my deadline" from "Redis was down throughout".
+func TestWaitDeadlineMidAttemptSaysWhy(t *testing.T) {
+	for name, refusal := range map[string]error{
+		"held":           held(time.Hour),
+		"not replicated": fmt.Errorf("%w: WAIT confirmed 0 of 1", ErrNotReplicated),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+			defer cancel()
+			n := 0
+			a := acquisition{op: "lock", kind: latchkit.KindMutex, name: "m",
+				attempt: func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+					if n++; n == 1 {
+						return nil, refusal
+					}
+					<-ctx.Done() // cut short by the caller's deadline
+					return nil, &backend.Error{Class: backend.ErrUnavailable, Cause: ctx.Err()}
+				}}
+			_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), a)
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, refusal) {
+				t.Fatalf("%v after %d attempts, want it to match DeadlineExceeded, ErrUnavailable and the first attempt's refusal", err, n)
+			}
+		})
+	}
+	// Without an earlier refusal it says only what happened.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	s := &script{outcomes: []error{errUnreachable}}
+	_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
+	if errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("%v: Redis was never reached, nothing refused", err)
 	}
 }
 
