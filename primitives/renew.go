@@ -74,13 +74,23 @@ type renewer struct {
 	shared bool            // in the registry
 	batch  backend.Batcher // key's Batcher, or nil
 	solo   bool            // key is a Cluster: every lease is renewed on its own (see the package doc above)
-	wake   chan struct{}   // capacity 1: the earliest lease changed
 
 	mu       sync.Mutex
 	q        leaseHeap // by rs.at
 	inflight int       // leases taken out of q by a renewal not yet finished
 	running  bool      // the goroutine runs
 	dead     bool      // idle and out of the registry: make a new one
+	// The goroutine sleeps on t, which fires at armed (zero: the
+	// goroutine is awake, or about to look at q before it sleeps again).
+	// A caller that queues a lease due before armed moves t earlier
+	// (armLocked); one due later changes nothing: the goroutine looks at q
+	// whenever it wakes. So queueing and releasing a lease wake no
+	// goroutine: most leases are released long before their first
+	// renewal, and the goroutine sleeps through them.
+	t         *time.Timer
+	armed     time.Time
+	idleSince time.Time // when q was last left empty; zero while it is not
+	wakes     int       // times the goroutine woke up (for tests)
 }
 
 // renewers holds the renewer of each backend with auto-extended leases.
@@ -103,7 +113,7 @@ func renewerFor(b backend.Backend) *renewer {
 }
 
 func newRenewer(b backend.Backend) *renewer {
-	r := &renewer{key: b, wake: make(chan struct{}, 1), solo: b != nil && backend.IsCluster(b)}
+	r := &renewer{key: b, solo: b != nil && backend.IsCluster(b)}
 	r.batch, _ = b.(backend.Batcher)
 	return r
 }
@@ -155,7 +165,13 @@ func (l *lease) stopRenewals() {
 	l.rs.stopped = true
 	if l.rs.idx >= 0 {
 		heap.Remove(&r.q, l.rs.idx)
-		r.signal() // the goroutine exits when nothing is left
+		if len(r.q) == 0 && r.running {
+			// The goroutine exits once nothing has been queued for
+			// renewLinger: it looks again then, not at the renewal
+			// that was due.
+			r.idleSince = time.Now()
+			r.armLocked(r.idleSince.Add(renewLinger))
+		}
 	}
 }
 
@@ -169,15 +185,30 @@ func (r *renewer) reschedule(l *lease, at time.Time, slack time.Duration) {
 	l.rs.at, l.rs.slack = at, slack
 	heap.Fix(&r.q, l.rs.idx)
 	if l.rs.idx == 0 {
-		r.signal()
+		r.armLocked(at)
 	}
 }
 
-func (r *renewer) signal() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+// armLocked makes the goroutine look at the heap by at: it moves its
+// timer earlier when it sleeps until later. It never wakes the goroutine
+// before at, and leaves alone a goroutine that is awake (armed zero),
+// which looks at the heap before it sleeps again.
+func (r *renewer) armLocked(at time.Time) {
+	if r.t == nil || r.armed.IsZero() || !at.Before(r.armed) {
+		return
 	}
+	r.armed = at
+	r.t.Reset(time.Until(at))
+}
+
+// sleepLocked is called by the goroutine with r.mu held: it arms its
+// timer for at, unlocks r.mu and sleeps until the timer fires (at, or
+// earlier when armLocked moved it).
+func (r *renewer) sleepLocked(at time.Time) {
+	r.armed = at
+	r.t.Reset(time.Until(at))
+	r.mu.Unlock()
+	<-r.t.C
 }
 
 // pushLocked queues l to act at at, starting the goroutine if it is not
@@ -187,9 +218,10 @@ func (r *renewer) pushLocked(l *lease, at time.Time, slack time.Duration) {
 	heap.Push(&r.q, l)
 	if !r.running {
 		r.running = true
+		r.armed = time.Time{}
 		go r.run()
 	} else if l.rs.idx == 0 {
-		r.signal()
+		r.armLocked(at)
 	}
 }
 
@@ -199,26 +231,25 @@ func (r *renewer) pushLocked(l *lease, at time.Time, slack time.Duration) {
 // renewal. It exits once no lease has been queued for renewLinger; a
 // renewal that queues a lease again restarts it.
 func (r *renewer) run() {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	var idleSince time.Time // when the heap was last found empty; zero while it is not
+	r.mu.Lock()
+	if r.t == nil {
+		r.t = time.NewTimer(time.Hour)
+	}
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
+		r.armed = time.Time{} // awake
+		r.wakes++
 		if len(r.q) == 0 {
 			if r.inflight == 0 {
 				// Wait a little for the next lease: a process that
 				// locks again soon keeps this goroutine and its registry
 				// entry instead of making new ones for every lease.
-				if idleSince.IsZero() {
-					idleSince = time.Now()
+				if r.idleSince.IsZero() {
+					r.idleSince = time.Now()
 				}
-				if left := renewLinger - time.Since(idleSince); left > 0 {
-					r.mu.Unlock()
-					t.Reset(left)
-					select {
-					case <-t.C:
-					case <-r.wake:
-					}
+				if end := r.idleSince.Add(renewLinger); time.Now().Before(end) {
+					r.sleepLocked(end)
 					continue
 				}
 			}
@@ -227,15 +258,10 @@ func (r *renewer) run() {
 			}
 			continue
 		}
-		idleSince = time.Time{}
+		r.idleSince = time.Time{}
 		now := time.Now()
-		if wait := r.q[0].rs.at.Sub(now); wait > 0 {
-			r.mu.Unlock()
-			t.Reset(wait)
-			select {
-			case <-t.C:
-			case <-r.wake:
-			}
+		if at := r.q[0].rs.at; at.After(now) {
+			r.sleepLocked(at)
 			continue
 		}
 		var batch []dueLease
@@ -311,6 +337,7 @@ func (r *renewer) exitLocked() bool {
 		// goroutine; a private renewer with nothing left is done for.
 		r.dead = r.inflight == 0
 		r.running = false
+		r.t.Stop()
 		r.mu.Unlock()
 		return true
 	}
@@ -323,6 +350,7 @@ func (r *renewer) exitLocked() bool {
 		return false
 	}
 	r.dead, r.running = true, false
+	r.t.Stop()
 	renewers.DeleteLocked(r.key, r)
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
@@ -336,4 +337,47 @@ func BenchmarkRenew10k(b *testing.B) {
 	b.ReportMetric(float64(trips)/held.Seconds(), "roundtrips/s")
 	b.ReportMetric(perLease, "B/lease")
 	b.ReportMetric(0, "ns/op")
+}
+
+// TestRenewerSleepsThroughShortHolds: leases taken and released long
+// before their first renewal do not wake the renewer's goroutine. It
+// sleeps until the earliest renewal (or its idle linger) while 200 leases
+// of a 30 s TTL come and go one after the other beside one lease held
+// throughout. Before, each queueing and each release of a lease at the
+// head of the heap woke it (a goroutine hand-off on every uncontended
+// lock+unlock, about 400 wake-ups here).
+func TestRenewerSleepsThroughShortHolds(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { c.Close() })
+	b := goredis.New(c)
+	ctx := context.Background()
+	lock := func(name string) latchkit.Lease {
+		m, err := NewMutex(b, name, WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	kept := lock("kept")
+	defer kept.Release(ctx)
+	r := renewerFor(b)
+	time.Sleep(20 * time.Millisecond) // the goroutine starts and goes to sleep
+	r.mu.Lock()
+	before := r.wakes
+	r.mu.Unlock()
+	for i := range 200 {
+		if err := lock(fmt.Sprint("short", i)).Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	woke := r.wakes - before
+	r.mu.Unlock()
+	if woke > 2 {
+		t.Errorf("the renewer woke %d times while 200 leases came and went, none due for renewal", woke)
+	}
 }
