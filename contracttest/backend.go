@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -182,13 +183,23 @@ func testClosed(t *testing.T, h Harness) {
 	if !errors.Is(err, backend.ErrClosed) {
 		t.Errorf("eval on a closed client: %v, want ErrClosed", err)
 	}
-	mu, err := primitives.NewMutex(c.Backend, "m", primitives.WithPrefix(prefix(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A cluster client closes node by node: allow the lock's node a moment.
+	// A Lock that still got through holds its name (its release may fail
+	// on the closing client), so each try takes a name of its own: the
+	// next Lock must fail for the closed client, not wait for the last
+	// one's lease (seen with valkey-go's cluster client).
+	n := 0
 	eventually(t, 2*time.Second, "locks keep succeeding after Close", func() bool {
-		_, err = mu.Lock(ctx)
+		n++
+		mu, merr := primitives.NewMutex(c.Backend, fmt.Sprint("m", n), primitives.WithPrefix(prefix(t)))
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		var l latchkit.Lease
+		l, err = mu.Lock(ctx)
+		if err == nil {
+			l.Release(ctx)
+		}
 		return err != nil
 	})
 	if !errors.Is(err, backend.ErrClosed) {

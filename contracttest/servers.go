@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,8 +82,22 @@ func RunDeploymentsExcept(t *testing.T, skip map[string]string, harness func(Ser
 // its clock to now+offset every millisecond, with ClockTTL making key expiry
 // follow that clock, TIME included.
 type mini struct {
-	m      *miniredis.Miniredis
-	offset atomic.Int64
+	m *miniredis.Miniredis
+	// mu makes reading offset and setting the time one step: a tick that
+	// read the offset before an AdvanceClock and set the time after it
+	// would move the clock back by the advance (seen: a FairSemaphore
+	// holder's 400 ms TTL still had 399 ms left after a 500 ms advance).
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// tick sets the server's time to the client's clock plus the offset, after
+// adding d to the offset.
+func (s *mini) tick(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offset += d
+	s.m.SetTime(time.Now().Add(s.offset))
 }
 
 // StartMiniredis starts an embedded miniredis.
@@ -102,7 +116,7 @@ func StartMiniredis(t testing.TB) Server {
 			case <-stop:
 				return
 			case <-tick.C:
-				s.m.SetTime(time.Now().Add(time.Duration(s.offset.Load())))
+				s.tick(0)
 			}
 		}
 	}()
@@ -114,7 +128,7 @@ func (s *mini) Kind() string    { return "miniredis" }
 func (s *mini) Addrs() []string { return []string{s.m.Addr()} }
 
 func (s *mini) AdvanceClock(t testing.TB, d time.Duration) bool {
-	s.m.SetTime(time.Now().Add(time.Duration(s.offset.Add(int64(d)))))
+	s.tick(d)
 	return true
 }
 
