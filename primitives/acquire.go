@@ -87,14 +87,20 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 	if len(c.mws) == 0 {
 		l, err = c.wait(ctx, req, &a)
 	} else {
-		l, err = latchkit.Chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-			return c.wait(ctx, req, &a)
-		}, c.mws...)(ctx, req)
+		l, err = c.chain(ctx, req, a)
 	}
 	if err != nil {
 		return nil, opErr(a.op, a.kind, a.name, err)
 	}
 	return l, nil
+}
+
+// chain runs the wait loop of a inside the user's middleware (a copy of a,
+// so that the middleware-free path keeps its acquisition on the stack).
+func (c *config) chain(ctx context.Context, req *latchkit.Request, a acquisition) (latchkit.Lease, error) {
+	return latchkit.Chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		return c.wait(ctx, req, &a)
+	}, c.mws...)(ctx, req)
 }
 
 // wait is the wait loop of every primitive: attempt, classify the outcome,

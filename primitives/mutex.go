@@ -167,12 +167,15 @@ func (m *mutex) entry(token string) string { return token + " " + m.inbox }
 // attempt runs the acquire script once. A waiting Lock queues.
 func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
 	start := time.Now()
-	args := []string{at.token, m.ttlArg, at.annotation}
-	if !at.try {
-		args = append(args, m.waitArg, m.entry(at.token))
+	var args []string
+	keys := m.keys // a single attempt never queues: no queue keys
+	if at.try {
+		args = []string{at.token, m.ttlArg, at.annotation, m.cfg.retArg}
+	} else {
+		args = []string{at.token, m.ttlArg, at.annotation, m.waitArg, m.entry(at.token), m.cfg.retArg}
+		keys = m.qkeys
 	}
-	args = append(args, m.cfg.retArg)
-	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
+	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, keys, args)
 	if err != nil {
 		return nil, scriptErr(err)
 	}

@@ -339,8 +339,13 @@ func leastAllocs(f func()) float64 {
 
 // TestEvalFastPathAllocs: with a client that honours contexts, Eval adds
 // nothing to what go-redis itself allocates for the script call (no
-// goroutine, no channel): the count equals that of the same call made on
-// the driver directly.
+// goroutine, no channel), and it boxes keys and arguments it sent before
+// without allocating (a primitive sends its keys and settings on every
+// call): over 5 keys and 4 arguments, as a Mutex's TryLock sends, it
+// allocates at least 9 fewer than the same call made on the driver
+// directly, which boxes every string it is given (miniredis, in this
+// process, allocates the rest: 776 against 786 here; before, the adapter
+// allocated as much as the driver).
 func TestEvalFastPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector")
@@ -350,7 +355,8 @@ func TestEvalFastPathAllocs(t *testing.T) {
 	defer c.Close()
 	b := goredis.New(c)
 	ctx := context.Background()
-	keys, args := []string{"k"}, []string{"v"}
+	keys := []string{"latch:{m}", "latch:{m}:fence", "latch:{m}:released", "latch:{m}:who", "latch:{m}:gone"}
+	args := []string{"0123456789abcdef0123456789abcdef", "10000", "", "86400000"}
 	rs := redis.NewScript(writeScript.Source())
 	if _, err := b.Eval(ctx, writeScript, keys, args); err != nil {
 		t.Fatal(err)
@@ -389,7 +395,7 @@ func TestEvalFastPathAllocs(t *testing.T) {
 		}
 	})
 	t.Logf("allocs per Eval: adapter %v, driver call %v, adapter bounding the call %v", adapter, driver, bounded)
-	if adapter > driver {
-		t.Errorf("Eval allocates %v per call, the driver call alone %v", adapter, driver)
+	if adapter > driver-float64(len(keys)+len(args)) {
+		t.Errorf("Eval allocates %v per call, the driver call alone %v: the %d keys and arguments it sent before were boxed again", adapter, driver, len(keys)+len(args))
 	}
 }

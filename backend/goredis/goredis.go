@@ -40,7 +40,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,9 +49,9 @@ import (
 
 // Backend is a backend.Backend over a go-redis client.
 type Backend struct {
-	c       redis.UniversalClient
-	scripts sync.Map // *backend.Script -> *redis.Script
-	health  time.Duration
+	c      redis.UniversalClient
+	boxes  *boxCache // see args.go
+	health time.Duration
 	// direct: the client bounds every call by its context itself
 	// (ContextTimeoutEnabled), so calls are made on the caller's goroutine.
 	direct bool
@@ -75,7 +74,7 @@ func WithHealthCheck(d time.Duration) Option {
 // New returns a Backend over c. The caller keeps ownership of c: closing the
 // Backend does not close the client.
 func New(c redis.UniversalClient, opts ...Option) *Backend {
-	b := &Backend{c: c, health: 5 * time.Second, direct: honoursContext(c)}
+	b := &Backend{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c)}
 	for _, o := range opts {
 		o(b)
 	}
@@ -142,23 +141,15 @@ func (b *Backend) Cluster() bool {
 	return ok
 }
 
-func (b *Backend) script(s *backend.Script) *redis.Script {
-	if v, ok := b.scripts.Load(s); ok {
-		return v.(*redis.Script)
-	}
-	v, _ := b.scripts.LoadOrStore(s, redis.NewScript(s.Source()))
-	return v.(*redis.Script)
-}
-
-// Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (go-redis's
-// Script.Run does this). It returns by ctx's end (see the package doc).
+// Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (as go-redis's
+// Script.Run does). It returns by ctx's end (see the package doc).
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	if b.direct {
-		return result(ctx, b.script(s).Run(ctx, b.c, keys, anyArgs(args)...))
+		return result(ctx, b.run(ctx, b.c, s, keys, args))
 	}
-	keys, a := slices.Clone(keys), anyArgs(args) // the call may outlive this one
+	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
 	return backend.Await(ctx, func() (backend.Value, error) {
-		return result(ctx, b.script(s).Run(ctx, b.c, keys, a...))
+		return result(ctx, b.run(ctx, b.c, s, keys, args))
 	}, nil)
 }
 
@@ -191,25 +182,13 @@ func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source boo
 	pipe := b.c.Pipeline()
 	for i := range calls {
 		c := &calls[i]
-		if source {
-			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, anyArgs(c.Args)...)
-		} else {
-			cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, anyArgs(c.Args)...)
-		}
+		cmds[i] = b.evalCmd(ctx, c.Script, c.Keys, c.Args, source)
+		_ = pipe.Process(ctx, cmds[i]) // queued
 	}
 	_, _ = pipe.Exec(ctx) // the errors are read per command below
 	for i, cmd := range cmds {
 		calls[i].Value, calls[i].Err = result(ctx, cmd)
 	}
-}
-
-// anyArgs converts script arguments to the []any go-redis takes.
-func anyArgs(args []string) []any {
-	a := make([]any, len(args))
-	for i, v := range args {
-		a[i] = v
-	}
-	return a
 }
 
 // Normalize turns a go-redis reply into a backend.Value. Replies of types
@@ -306,15 +285,10 @@ func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []s
 		}
 		c = m
 	}
-	a := anyArgs(args)
 	run := func(eval bool) (*redis.Cmd, *redis.Cmd) {
 		pipe := c.Pipeline()
-		var cmd *redis.Cmd
-		if eval {
-			cmd = pipe.Eval(ctx, s.Source(), keys, a...)
-		} else {
-			cmd = pipe.EvalSha(ctx, s.Hash(), keys, a...)
-		}
+		cmd := b.evalCmd(ctx, s, keys, args, eval)
+		_ = pipe.Process(ctx, cmd) // queued
 		// Pipeliner has no Wait method; Do sends it as is.
 		wait := pipe.Do(ctx, "WAIT", replicas, max(timeout.Milliseconds(), 1))
 		_, _ = pipe.Exec(ctx) // the errors are read per command below
