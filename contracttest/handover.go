@@ -2,6 +2,8 @@ package contracttest
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
+	"github.com/latchkit/latchkit/pubsub"
 )
 
 // RunHandOver checks the Mutex's hand-over: a waiting Lock queues, and a
@@ -28,7 +31,119 @@ func RunHandOver(t *testing.T, h Harness) {
 		{"GaveUpWaiterLeavesTheQueue", testHandOverWithdraw},
 		{"DeadWaitersAreSkipped", testHandOverDeadWaiters},
 		{"UnconfirmedHandOverFrees", testHandOverUnconfirmed},
+		{"HandedLeaseIsRenewed", testHandOverRenewed},
+		{"StaleHandOverMessageGrantsNothing", testHandOverStale},
 	})
+}
+
+// testHandOverRenewed: a Mutex waiter granted by a hand-over's message
+// (no attempt to confirm it) holds the lock for 4 s, with a 10 s TTL and a
+// 1.5 s waiter timeout: the server holds a handed lock for the hand-over's
+// time only (the shorter of the two, 1.5 s), so the waiter's renewer must
+// extend it well before its first renewal would be due by the TTL (3.3 s),
+// halfway to the hand-over's deadline. Its Context stays live, a
+// contender's TryLock is refused throughout, and its fence is above the
+// holder's.
+func testHandOverRenewed(t *testing.T, h Harness) {
+	ctx := ctxT(t, 30*time.Second)
+	p := prefix(t)
+	var attempts atomic.Int64
+	count := func(next latchkit.Acquire) latchkit.Acquire {
+		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			req.OnAttempt = func(int, error) { attempts.Add(1) }
+			return next(ctx, req)
+		}
+	}
+	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithTTL(10 * time.Second), primitives.WithWaiterTimeout(1500 * time.Millisecond)}
+	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", opts...)
+	first, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", append(opts, primitives.WithMiddleware(count))...)
+	got := make(chan latchkit.Lease, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	inspect := h.NewClient(t).Backend
+	eventually(t, 10*time.Second, "the waiter queued", func() bool { return queued(t, inspect, p, "r") == 1 })
+	time.Sleep(100 * time.Millisecond) // its subscription's attempt
+	before := attempts.Load()
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	defer l.Release(ctx)
+	if n := attempts.Load() - before; n != 0 {
+		t.Logf("the waiter confirmed the hand-over with %d attempts (its process ran late?): the renewal under test was not exercised", n)
+	}
+	if l.Fence() <= first.Fence() {
+		t.Errorf("fence %d after the holder's %d", l.Fence(), first.Fence())
+	}
+	contender, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", opts...)
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if err := l.Context().Err(); err != nil {
+			t.Fatalf("the handed lease was lost: %v", context.Cause(l.Context()))
+		}
+		if c, err := contender.TryLock(ctx); err == nil {
+			c.Release(ctx)
+			t.Fatal("a contender was granted the lock the hand-over gave the waiter")
+		}
+	}
+}
+
+// testHandOverStale: a hand-over message whose fence is not above the
+// counter the waiter's last attempt saw (a message that came late, from a
+// hand-over the waiter's attempts already found or outlived; forged here
+// on the waiter's inbox) grants nothing: the waiter keeps waiting, and is
+// granted by the holder's release.
+func testHandOverStale(t *testing.T, h Harness) {
+	ctx := ctxT(t, 30*time.Second)
+	p := prefix(t)
+	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
+	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "s", opts...)
+	first, err := holder.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "s", opts...)
+	got := make(chan latchkit.Lease, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	inspect := h.NewClient(t).Backend
+	eventually(t, 10*time.Second, "the waiter queued", func() bool { return queued(t, inspect, p, "s") == 1 })
+	time.Sleep(100 * time.Millisecond) // its subscription's attempt
+	entries, _ := do(t, inspect, "ZRANGE", keyOf(p, "s")+":q", "0", "0").([]backend.Value)
+	if len(entries) != 1 {
+		t.Fatalf("queue: %v", entries)
+	}
+	token, box, _ := strings.Cut(entries[0].(string), " ")
+	fence, _ := do(t, inspect, "GET", keyOf(p, "s")+":fence").(string)
+	// A hand-over names its waiter by the first 16 hex digits of its
+	// token's SHA-1 (never the token).
+	sum := sha1.Sum([]byte(token))
+	do(t, inspect, "PUBLISH", box, pubsub.Target(hex.EncodeToString(sum[:8]))+" "+fence+" 60000")
+	select {
+	case l := <-got:
+		t.Fatalf("a stale hand-over message (fence %s, the counter's) granted the lock (fence %d) while its holder held it", fence, l.Fence())
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitGrant(t, ctx, got, "the holder's release did not reach the waiter")
 }
 
 // queued returns how many waiters the queue of mutex name holds.
@@ -44,16 +159,20 @@ type handOverKind struct {
 	name   string
 	new    func(b backend.Backend, name string, opts ...primitives.Option) (primitives.Mutex, error)
 	queued func(t testing.TB, b backend.Backend, p, name string) int64
+	// confirm is how many attempts the new holder makes after a
+	// hand-over: a Mutex's none (it holds on the release's message), a
+	// FairMutex's one.
+	confirm int64
 }
 
 var (
-	plainMutex = handOverKind{"mutex", primitives.NewMutex, queued}
+	plainMutex = handOverKind{"mutex", primitives.NewMutex, queued, 0}
 	fairMutex  = handOverKind{"fair mutex", primitives.NewFairMutex, func(t testing.TB, b backend.Backend, p, name string) int64 {
 		t.Helper()
 		q, _ := do(t, b, "ZCARD", keyOf(p, name)+":fair:queue").(int64)
 		held, _ := do(t, b, "HLEN", keyOf(p, name)+":fair:holders").(int64)
 		return q - held
-	}}
+	}, 1}
 )
 
 // testHandOverFIFO: a holder and 4 waiters, each its own client (as
@@ -156,9 +275,11 @@ func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 }
 
 // testHandOverWakesOne: 6 waiters in 6 clients queue behind a holder. A
-// release must cost exactly one more attempt (the new holder's
-// confirmation), not one per waiting client. The waiter timeout is long,
-// so no waiter re-attempts on its own timer during the test.
+// release wakes the new holder alone, not every waiting client: a Mutex's
+// new holder holds on the release's message alone (a hand-over in two
+// requests, the waiter's queueing attempt and the release: no attempt
+// more), a FairMutex's confirms with one attempt. The waiter timeout is
+// long, so no waiter re-attempts on its own timer during the test.
 func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	const waiters = 6
 	ctx := ctxT(t, time.Minute)
@@ -211,8 +332,8 @@ func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 			t.FailNow()
 		}
 		time.Sleep(50 * time.Millisecond) // room for stray wake-ups to show
-		if got := attempts.Load() - before; got != 1 {
-			t.Fatalf("release %d cost %d attempts, want 1: only the new holder may wake", i+1, got)
+		if got := attempts.Load() - before; got != k.confirm {
+			t.Fatalf("release %d cost %d attempts, want %d: only the new holder may wake (and a Mutex's holds without confirming)", i+1, got, k.confirm)
 		}
 		before = attempts.Load()
 	}

@@ -40,6 +40,11 @@ type acquisition struct {
 	// noLease: a latch's Wait, which hands out no lease (its Request has
 	// no TTL, and a successful attempt returns a nil Lease).
 	noLease bool
+	// handed, when set, makes the lease a hand-over's message granted
+	// (details: what followed the waiter's id in it, see pubsub.Target),
+	// without another attempt; nil when the message does not prove a
+	// grant the waiter can hold on (the next attempt then confirms it).
+	handed func(ctx context.Context, at *attempt, details string) latchkit.Lease
 }
 
 // attempt is what one attempt of an acquisition knows.
@@ -52,6 +57,12 @@ type attempt struct {
 	// the next: a MultiLock on a Cluster records how many of its names
 	// its attempts have touched.
 	reach int
+	// The last attempt that found the primitive held and told the fence
+	// counter as it stood (a waiting Mutex Lock's): when it began, and
+	// the counter. A hand-over with a greater fence ran after it, so no
+	// earlier than heldStart.
+	heldStart time.Time
+	fenceSeen int64
 }
 
 // giveBackTimeout bounds the give-back a caller waits for when its
@@ -165,6 +176,13 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		switch {
 		case isHeld && wake != nil:
 			werr = wake.Wait(ctx, held.WaitHint, d)
+			if werr == nil && a.handed != nil {
+				if details := wake.Handed(); details != "" {
+					if l := a.handed(ctx, at, details); l != nil {
+						return l, nil // granted by the release that woke it
+					}
+				}
+			}
 		case isHeld && held.WaitHint > 0:
 			werr = retry.Sleep(ctx, min(d, held.WaitHint))
 		default: // no release to wait for: Redis was not reached

@@ -74,9 +74,16 @@ type lease struct {
 // newLease starts a lease granted by an attempt that began at start.
 // parent's values (not its cancellation) are inherited by Context.
 func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, start time.Time, cfg *config) *lease {
-	ttl := cfg.ttl
+	return newLeaseUntil(parent, h, kind, name, token, fence, start.Add(cfg.ttl-drift(cfg.ttl)), cfg)
+}
+
+// newLeaseUntil starts a lease whose deadline by the client's clock is
+// deadline (renewals then extend it by the TTL): newLease's, or that of a
+// grant made by a hand-over, which the server holds for the hand-over's
+// time from a moment the new holder can only bound from below.
+func newLeaseUntil(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, deadline time.Time, cfg *config) *lease {
 	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
-		parent: parent, autoExtend: cfg.autoExtend, ttl: ttl, deadline: start.Add(ttl - drift(ttl)),
+		parent: parent, autoExtend: cfg.autoExtend, ttl: cfg.ttl, deadline: deadline,
 		renew: make(chan struct{}, 1)}
 	if l.autoExtend {
 		l.startRenewals()

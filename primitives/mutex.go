@@ -45,10 +45,13 @@ type Mutex interface {
 // Redis; a release hands the lock straight to the oldest live waiter (the
 // lock key is set to its token, the fence raised) and wakes that waiter
 // alone with a targeted message carrying a digest of its token, never the
-// token. The waiter's next attempt finds its own token and confirms: the
-// TTL it asked for, and the fence. A waiter that stops attempting drops out
-// of the queue after the waiter timeout; a lock handed to a waiter that
-// never confirms frees itself after the same timeout. MultiLock shares the
+// token, and the grant's fence: the waiter holds on that message alone
+// (see handed), or, where it cannot (an annotation to store, replica
+// acknowledgement, no auto-extend, a late message), its next attempt finds
+// its own token and confirms: the TTL it asked for, and the fence. A
+// waiter that stops attempting drops out of the queue after the waiter
+// timeout; a lock handed to a waiter that never renews or confirms frees
+// itself after the hand-over's time. MultiLock shares the
 // keys and the queue (lua/multi_*.lua); Redlock passes the first five keys
 // only: it never queues.
 var (
@@ -88,10 +91,12 @@ type mutex struct {
 	waitArg string // the waiter timeout, ms
 	handArg string // how long a handed-over lock waits to be confirmed, ms
 
-	// m.attempt and m.withdraw as func values, made once.
+	// m.attempt, m.withdraw, m.giveBack and m.handed as func values,
+	// made once.
 	attemptFn  func(context.Context, *attempt) (latchkit.Lease, error)
 	withdrawFn func(context.Context, string) error
 	giveBackFn func(context.Context, string) error
+	handedFn   func(context.Context, *attempt, string) latchkit.Lease
 
 	// Made by the first waiting Lock (most mutexes never wait).
 	waitOnce sync.Once
@@ -132,7 +137,7 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 		waitArg: ms(cfg.waiterTimeout),
 		handArg: ms(min(cfg.ttl, cfg.waiterTimeout)),
 	}
-	m.attemptFn, m.withdrawFn, m.giveBackFn = m.attempt, m.withdraw, m.giveBack
+	m.attemptFn, m.withdrawFn, m.giveBackFn, m.handedFn = m.attempt, m.withdraw, m.giveBack, m.handed
 	return m, nil
 }
 
@@ -158,7 +163,7 @@ func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latc
 		give = m.giveBackFn
 	}
 	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: chans, try: try,
-		attempt: m.attemptFn, giveBack: give, queues: true, wakeID: true})
+		attempt: m.attemptFn, giveBack: give, queues: true, wakeID: true, handed: m.handedFn})
 }
 
 // entry is token's queue entry: the token and the inbox of this process.
@@ -179,8 +184,64 @@ func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error
 	if err != nil {
 		return nil, scriptErr(err)
 	}
+	if !at.try {
+		noteCounter(at, v, start)
+	}
 	l, err := grant(ctx, v, m, m.kind, m.name, at.token, start, &m.cfg)
 	return m.cfg.acked(ctx, l, err, acks)
+}
+
+// noteCounter keeps, from a waiting attempt's reply that found the lock
+// held, the fence counter it saw and when the attempt began (see
+// attempt.heldStart).
+func noteCounter(at *attempt, v backend.Value, start time.Time) {
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) != 4 || a[0] != int64(0) {
+		return
+	}
+	f, _ := a[3].(string)
+	if n, err := strconv.ParseInt(f, 10, 64); err == nil && n > 0 {
+		at.heldStart, at.fenceSeen = start, n
+	} else {
+		at.heldStart, at.fenceSeen = time.Time{}, 0
+	}
+}
+
+// handed is the lease a hand-over's message grants a waiting Lock (details:
+// "fence hand", see hand_over in lua/prelude.lua), so that the waiter
+// holds on the release's message alone, without an attempt to confirm:
+// two requests per hand-over, the waiter's queueing attempt and the
+// release. The release ran after the waiter's last attempt, since its
+// fence is above the counter that attempt saw (a stale message, from a
+// hand-over the attempt already found or outlived, is not), so the server
+// holds the lock for the hand-over's time from a moment after that
+// attempt began: the lease's deadline is that start plus the hand-over's
+// time, less the drift allowance, and the renewer extends it to the TTL
+// halfway there. It is nil, and the next attempt confirms the grant as
+// before, when the lease would not be what Lock promises: without
+// auto-extend (the lease must last its TTL), with WithReplicaAck (the
+// grant must be acknowledged), with an annotation to store beside the
+// grant (tracing's holder link), or with less than half the hand-over's
+// time left (the waiter's process ran late).
+func (m *mutex) handed(ctx context.Context, at *attempt, details string) latchkit.Lease {
+	if at.fenceSeen <= 0 || !m.cfg.autoExtend || m.cfg.ackReplicas > 0 || at.annotation != "" {
+		return nil
+	}
+	fs, hs, ok := strings.Cut(details, " ")
+	if !ok {
+		return nil
+	}
+	fence, err1 := strconv.ParseInt(fs, 10, 64)
+	hand, err2 := strconv.ParseInt(hs, 10, 64)
+	if err1 != nil || err2 != nil || fence <= at.fenceSeen || hand <= 0 {
+		return nil
+	}
+	d := time.Duration(hand) * time.Millisecond
+	deadline := at.heldStart.Add(d - drift(d))
+	if time.Until(deadline) < d/2 {
+		return nil
+	}
+	return newLeaseUntil(ctx, m, m.kind, m.name, at.token, fence, deadline, &m.cfg)
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
@@ -240,7 +301,7 @@ var wholeSeconds = func() (s [121]string) {
 // the annotation the holder stored (nil or a string).
 func pair(v backend.Value) (bool, int64, string, error) {
 	a, ok := v.([]backend.Value)
-	if !ok || len(a) < 2 || len(a) > 3 {
+	if !ok || len(a) < 2 || len(a) > 4 { // a waiting Mutex attempt's fourth: see noteCounter
 		return false, 0, "", badReply(v)
 	}
 	flag, ok1 := a[0].(int64)
@@ -249,7 +310,7 @@ func pair(v backend.Value) (bool, int64, string, error) {
 		return false, 0, "", badReply(v)
 	}
 	var holder string
-	if len(a) == 3 && a[2] != nil {
+	if len(a) >= 3 && a[2] != nil {
 		if holder, ok = a[2].(string); !ok {
 			return false, 0, "", badReply(v)
 		}

@@ -118,8 +118,9 @@ func newRenewer(b backend.Backend) *renewer {
 	return r
 }
 
-// startRenewals queues l for its first renewal at ttl/3 from now. l.ttl
-// and l.deadline are set and l is not shared yet.
+// startRenewals queues l for its first renewal at ttl/3 from now (or
+// halfway to its deadline, when sooner). l.ttl and l.deadline are set and
+// l is not shared yet.
 func (l *lease) startRenewals() {
 	rs := &l.rs
 	rs.idx = -1
@@ -131,7 +132,11 @@ func (l *lease) startRenewals() {
 			rs.callTTL = l.ttl
 		}
 	}
-	at, slack := earliest(time.Now().Add(l.ttl/3), l.deadline), l.ttl/renewSlackFactor
+	// The first renewal a third of the TTL from now, or halfway to the
+	// deadline when that is sooner (a lease granted by a hand-over, which
+	// the server holds only for the hand-over's time).
+	now := time.Now()
+	at, slack := earliest(now.Add(l.ttl/3), now.Add(l.deadline.Sub(now)/2)), l.ttl/renewSlackFactor
 	for {
 		r := renewerFor(b)
 		r.mu.Lock()

@@ -236,9 +236,11 @@ func (h *Hub) deliver(m backend.Message) {
 			w.heard(m.Channel, m.Payload)
 		}
 	}
-	if id, ok := strings.CutPrefix(m.Payload, TargetPrefix); ok {
+	if target, ok := strings.CutPrefix(m.Payload, TargetPrefix); ok {
+		id, details, _ := strings.Cut(target, " ")
 		for _, w := range ch.waiters {
 			if w.id == id {
+				w.handed = details
 				w.signal()
 				return
 			}

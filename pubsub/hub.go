@@ -86,6 +86,23 @@ type Waiter struct {
 	c        chan struct{} // capacity 1: a wake-up is never lost, never doubled
 	left     bool
 	heard    func(channel, payload string) // Listen's: every message, under the Hub's lock
+	// handed is what followed the id in the last message targeted at
+	// this waiter (see Target), until Handed takes it; guarded by the
+	// Hub's lock.
+	handed string
+}
+
+// Handed returns, and forgets, what followed the waiter's id in the last
+// release message targeted at it (Target(id) + " " + details): a
+// hand-over tells its new holder what it needs there, such as the grant's
+// fence. "" when no such message came since the last call, or it said
+// nothing more.
+func (w *Waiter) Handed() string {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	d := w.handed
+	w.handed = ""
+	return d
 }
 
 // Join registers a waiter for channels and subscribes them: once Join

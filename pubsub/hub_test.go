@@ -1110,6 +1110,43 @@ func TestTargetedWake(t *testing.T) {
 	}
 }
 
+// TestTargetDetails: what follows a target's id in a message, past a
+// space, is handed to that waiter alone (Handed, once), and the id before
+// the space is what selects the waiter.
+func TestTargetDetails(t *testing.T) {
+	const wait = 2 * time.Second
+	e := newEnv(t)
+	h := pubsub.NewHub(e.fb)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	a, live := h.JoinAs(ctx, "a", "ch")
+	if !live {
+		t.Fatal("not live")
+	}
+	defer a.Leave()
+	b, _ := h.JoinAs(ctx, "b", "ch")
+	defer b.Leave()
+
+	e.publish(t, "ch", pubsub.Target("b")+" 42 3000")
+	if !wokenWithin(b, wait) {
+		t.Fatal("the targeted waiter was not woken")
+	}
+	if got := b.Handed(); got != "42 3000" {
+		t.Fatalf("Handed() = %q, want %q", got, "42 3000")
+	}
+	if got := b.Handed(); got != "" {
+		t.Fatalf("Handed() again = %q, want it taken", got)
+	}
+	if pending(a) || a.Handed() != "" {
+		t.Fatal("another waiter heard the details")
+	}
+	e.publish(t, "ch", pubsub.Target("a"))
+	if !wokenWithin(a, wait) || a.Handed() != "" {
+		t.Fatal("a target without details: woken, nothing handed")
+	}
+}
+
 func TestInbox(t *testing.T) {
 	e1, e2 := newEnv(t), newEnv(t)
 	a, b := pubsub.Inbox(e1.b, "rel"), pubsub.Inbox(e2.b, "rel")

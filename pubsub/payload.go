@@ -26,7 +26,9 @@ const (
 
 // Target is the payload of a release message that wakes only the waiter that
 // joined with id (see JoinAs): a release that handed the primitive over to
-// that waiter. Processes without such a waiter ignore it.
+// that waiter. Processes without such a waiter ignore it. The payload may
+// go on after the id, past a space, with what the hand-over tells its new
+// holder: the waiter reads it with Waiter.Handed (Wake.Handed).
 func Target(id string) string { return TargetPrefix + id }
 
 // Inbox is the channel on which a release hands a primitive over to a

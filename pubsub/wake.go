@@ -106,6 +106,16 @@ func (k *Wake) Wait(ctx context.Context, hint, fallback time.Duration) error {
 	}
 }
 
+// Handed returns, and forgets, what the last release message targeted at
+// this wait's id said after the id (see Target and Waiter.Handed): the
+// details of a hand-over to it. "" when none came since the last call.
+func (k *Wake) Handed() string {
+	if k.w == nil {
+		return ""
+	}
+	return k.w.Handed()
+}
+
 // Close leaves the Hub: the wait is over.
 func (k *Wake) Close() {
 	if k.w != nil {

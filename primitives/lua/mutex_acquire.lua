@@ -10,6 +10,7 @@
 -- Lock 4 the waiter timeout ms and 5 its queue entry ("token inbox"); last,
 -- the fence counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, wait hint ms, the holder's annotation or
--- false} held (a hint of 0: unknown).
+-- false} held (a hint of 0: unknown), and for a waiting Lock the fence
+-- counter as a fourth element (see mutex_attempt).
 local waiting = #ARGV == 6
 return mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5], ARGV[#ARGV])

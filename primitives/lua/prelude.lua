@@ -111,7 +111,10 @@ end
 -- entries, and tok's own, on the way): the lock key is set to that waiter's token for hand ms, the fence
 -- raised, and the waiter alone woken by a message on its process's inbox
 -- (the entry is "token inbox"; an entry without an inbox: on chan) naming
--- it by digest. Without a queue (a Redlock's keys: KEYS[k+5] absent) or
+-- it by digest, followed by the grant's fence and hand: "=digest fence
+-- hand". A waiting Mutex Lock holds on that message alone, no attempt
+-- more, when the fence shows the hand-over came after its last attempt
+-- (see mutex_attempt's reply). Without a queue (a Redlock's keys: KEYS[k+5] absent) or
 -- with an empty one, it deletes the lock; without a queue it also wakes a
 -- waiter per process on chan. When it handed the lock over it returns the
 -- new holder's token, its fence and its queue entry; otherwise false.
@@ -132,7 +135,7 @@ local function hand_over(k, tok, chan, hand, ret)
         local f = raise_fence(KEYS[k+1], ret)
         redis.call('SET', KEYS[k], t, 'PX', hand)
         redis.call('DEL', KEYS[k+3])
-        redis.call('PUBLISH', box or chan, '$TARGET' .. digest(t))
+        redis.call('PUBLISH', box or chan, '$TARGET' .. digest(t) .. ' ' .. string.format('%.0f', f) .. ' ' .. hand)
         return t, f, head
       end
     end
@@ -149,7 +152,9 @@ end
 -- timeout, ms) and entry (its queue entry, "token inbox"); a single
 -- attempt gives false for both. ret is the fence counter's retention.
 -- It returns the reply of mutex_acquire: {1, fence} granted; {0, wait
--- hint ms, the holder's annotation or false} held.
+-- hint ms, the holder's annotation or false} held, and for a waiting Lock
+-- a fourth element, the fence counter as it stands (false when absent): a
+-- hand-over message with a greater fence was sent after this attempt ran.
 --
 -- A token given back is refused: this is a late copy of an attempt whose
 -- acquisition has ended. A waiting Lock that finds the lock held queues,
@@ -184,6 +189,9 @@ local function mutex_attempt(tok, ttl, note, wait, entry, ret)
     wait = tonumber(wait)
     enqueue(KEYS[6], KEYS[7], entry, wait)
     hint = math.min(hint, math.max(math.floor(wait / 3), 1))
+    local fc = redis.pcall('GET', KEYS[2]) -- after the queue's writes: never raise
+    if type(fc) ~= 'string' then fc = false end
+    return {0, hint, who, fc}
   end
   return {0, hint, who}
 end
