@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,22 +59,30 @@ type contender struct {
 }
 
 const (
-	floorGoRedis = "floor (SET NX PX + EVALSHA del), go-redis"
-	floorRueidis = "floor (SET NX PX + EVALSHA del), rueidis"
-	floorRedlock = "floor (5x parallel SET NX PX + del), go-redis"
+	fencedGoRedis = "fenced floor (EVALSHA SET NX PX + fence, EVALSHA del), go-redis"
+	fencedRueidis = "fenced floor (EVALSHA SET NX PX + fence, EVALSHA del), rueidis"
+	floorGoRedis  = "floor (SET NX PX + EVALSHA del), go-redis"
+	floorRueidis  = "floor (SET NX PX + EVALSHA del), rueidis"
+	floorRedlock  = "floor (5x parallel SET NX PX + del), go-redis"
 )
 
 // singleContenders run S1 and S2 (and, but for the floors, S3).
 func singleContenders() []contender {
 	return append([]contender{
 		{name: floorGoRedis, driver: "go-redis", open: openFloorGoRedis},
+		{name: fencedGoRedis, driver: "go-redis", floor: floorGoRedis, open: openFencedGoRedis},
 		{name: "latchkit Mutex, go-redis", driver: "go-redis", floor: floorGoRedis, latchkit: true,
 			open: openLatchkit(goredisBackend, primitives.NewMutex)},
+		{name: "latchkit Mutex.Lock, go-redis", driver: "go-redis", floor: floorGoRedis, latchkit: true,
+			open: waitingTry(openLatchkit(goredisBackend, primitives.NewMutex))},
 		{name: "redsync", driver: "go-redis", floor: floorGoRedis, open: openRedsync},
 		{name: "bsm/redislock", driver: "go-redis", floor: floorGoRedis, open: openRedislock},
 		{name: floorRueidis, driver: "rueidis", open: openFloorRueidis},
+		{name: fencedRueidis, driver: "rueidis", floor: floorRueidis, open: openFencedRueidis},
 		{name: "latchkit Mutex, rueidis", driver: "rueidis", floor: floorRueidis, latchkit: true,
 			open: openLatchkit(rueidisBackend, primitives.NewMutex)},
+		{name: "latchkit Mutex.Lock, rueidis", driver: "rueidis", floor: floorRueidis, latchkit: true,
+			open: waitingTry(openLatchkit(rueidisBackend, primitives.NewMutex))},
 		{name: "rueidislock", driver: "rueidis", floor: floorRueidis, open: openRueidislock},
 		{name: floorRedigo, driver: "redigo", open: openFloorRedigo},
 		{name: "latchkit Mutex, redigo", driver: "redigo", floor: floorRedigo, latchkit: true,
@@ -84,8 +94,11 @@ func singleContenders() []contender {
 func contendedContenders() []contender {
 	var cs []contender
 	for _, c := range singleContenders() {
-		if c.floor == "" {
+		if c.floor == "" || strings.HasPrefix(c.name, "fenced floor") {
 			continue // the floors cannot wait
+		}
+		if strings.Contains(c.name, "Mutex.Lock") {
+			continue // S3 waits with Lock anyway
 		}
 		cs = append(cs, c)
 		if c.name == "latchkit Mutex, go-redis" {
@@ -145,6 +158,67 @@ func floorTryGoRedis(ctx context.Context, c *redis.Client, key string) (unlockFu
 }
 
 var casDelRueidis = rd.NewLuaScript(floor.CasDelSource)
+
+// The fenced floor: the floor with a fence (see floor.FencedAcquireSource),
+// whose counter lives for latchkit's default retention. Beside the floor it
+// shows what the fence itself costs; beside latchkit, what the rest does.
+var (
+	fencedGoRedisScript = redis.NewScript(floor.FencedAcquireSource)
+	fencedRueidisScript = rd.NewLuaScript(floor.FencedAcquireSource)
+)
+
+const fenceRetentionMs = "86400000" // latchkit's default retention, 24 h
+
+func openFencedGoRedis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	c := newGoRedis(addrs[0], sent)
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	return &lockClient{
+		try: func(ctx context.Context, key string) (unlockFunc, error) {
+			tok := newToken()
+			err := fencedGoRedisScript.Run(ctx, c, []string{key, key + ":fence"}, tok, ms, fenceRetentionMs).Err()
+			if errors.Is(err, redis.Nil) {
+				return nil, errBusy
+			}
+			if err != nil {
+				return nil, fmt.Errorf("fenced acquire %s: %w", key, err)
+			}
+			return func(ctx context.Context) error {
+				if err := casDelGoRedis.Run(ctx, c, []string{key}, tok).Err(); err != nil {
+					return fmt.Errorf("compare-and-delete %s: %w", key, err)
+				}
+				return nil
+			}, nil
+		},
+		close: func() { c.Close() },
+	}, nil
+}
+
+func openFencedRueidis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	c, err := newRueidis(rueidisOption(addrs[0]), sent)
+	if err != nil {
+		return nil, fmt.Errorf("rueidis client: %w", err)
+	}
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	return &lockClient{
+		try: func(ctx context.Context, key string) (unlockFunc, error) {
+			tok := newToken()
+			err := fencedRueidisScript.Exec(ctx, c, []string{key, key + ":fence"}, []string{tok, ms, fenceRetentionMs}).Error()
+			if rd.IsRedisNil(err) {
+				return nil, errBusy
+			}
+			if err != nil {
+				return nil, fmt.Errorf("fenced acquire %s: %w", key, err)
+			}
+			return func(ctx context.Context) error {
+				if err := casDelRueidis.Exec(ctx, c, []string{key}, []string{tok}).Error(); err != nil {
+					return fmt.Errorf("compare-and-delete %s: %w", key, err)
+				}
+				return nil
+			}, nil
+		},
+		close: c.Close,
+	}, nil
+}
 
 func openFloorRueidis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 	c, err := newRueidis(rueidisOption(addrs[0]), sent)
@@ -262,6 +336,20 @@ func openLatchkitRedlock(ctx context.Context, addrs []string, sent *atomic.Int64
 			c()
 		}
 	}), nil
+}
+
+// waitingTry makes a contender whose uncontended operation is a waiting
+// Lock on a fresh name (as code that waits writes it: NewMutex, then Lock),
+// not a TryLock.
+func waitingTry(open func(context.Context, []string, *atomic.Int64) (*lockClient, error)) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
+	return func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+		lc, err := open(ctx, addrs, sent)
+		if err != nil {
+			return nil, err
+		}
+		lc.try = lc.lock
+		return lc, nil
+	}
 }
 
 func latchkitClient(mk func(key string) (primitives.Mutex, error), closeFn func()) *lockClient {

@@ -6,8 +6,9 @@
 //
 // It prints a Markdown report to stdout: S1 uncontended lock+unlock from
 // one goroutine, S2 from 64 goroutines, S3 16 clients contending for one
-// key, S4 Redlock over five instances, and allocations per operation, each
-// beside the targets. Contenders run interleaved, round after
+// key, S4 Redlock over five instances, S5 100,000 waiters over 10,000
+// names across 8 processes, and allocations per operation, each beside
+// the targets. Contenders run interleaved, round after
 // round (each round's order rotated by one), and every figure is the
 // median over the rounds (max wait: the worst of them), so that drift of
 // the machine during the run cancels out of the ratios.
@@ -37,7 +38,8 @@ type config struct {
 	goroutines  int           // S2
 	clients     int           // S3
 	hold        time.Duration // S3
-	only        string        // run only this scenario (S1..S4, allocs); empty: all
+	only        string        // run only this scenario (S1..S5, allocs); empty: all
+	scale       scaleConfig   // S5
 }
 
 func main() {
@@ -62,7 +64,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := config{goroutines: 64, clients: 16, hold: time.Millisecond}
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of S3; figures are medians over them")
 	fs.IntVar(&cfg.urounds, "urounds", 9, "interleaved rounds of S1, S2 and S4 (short runs, many rounds: drift cancels better)")
-	fs.StringVar(&cfg.only, "only", "", "run only one scenario: S1, S2, S3, S4 or allocs")
+	fs.StringVar(&cfg.only, "only", "", "run only one scenario: S1, S2, S3, S4, S5 or allocs")
+	cfg.scale = scaleConfig{hold: time.Millisecond, timeout: 15 * time.Minute}
+	fs.IntVar(&cfg.scale.waiters, "s5.waiters", 100000, "S5: waiters in all")
+	fs.IntVar(&cfg.scale.names, "s5.names", 10000, "S5: names they wait on")
+	fs.IntVar(&cfg.scale.procs, "s5.procs", 8, "S5: processes (clients standing in for them) the waiters are spread over")
 	memNames := fs.Int("memory", 0, "measure instead the memory of this many distinct names, each locked once (M1), and again after their retention")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -75,6 +81,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if !flagSet(fs, "urounds") {
 			cfg.urounds = 3
+		}
+		if !flagSet(fs, "s5.waiters") {
+			cfg.scale.waiters = 10000
+		}
+		if !flagSet(fs, "s5.names") {
+			cfg.scale.names = 1000
 		}
 	}
 	if cfg.rounds < 1 || cfg.urounds < 1 {
@@ -197,6 +209,17 @@ func measureAll(ctx context.Context, cfg config, servers []*server, rep *report,
 		if rep.s4, err = uncontended("S4: Redlock over 5 instances, uncontended lock+unlock, 1 goroutine", redlockContenders(), servers, 1); err != nil {
 			return err
 		}
+	}
+	if want("S5") {
+		if err := flush(servers[:1]); err != nil {
+			return err
+		}
+		progress("S5: %d waiters over %d names across %d processes", cfg.scale.waiters, cfg.scale.names, cfg.scale.procs)
+		res, err := runScale(ctx, servers[0], cfg.scale, progress)
+		if err != nil {
+			return err
+		}
+		rep.s5 = &res
 	}
 	if want("allocs") {
 		if err := flush(servers[:1]); err != nil {

@@ -34,6 +34,7 @@ type report struct {
 	redisVersion string
 	s1, s2, s4   *uncontendedTable
 	s3           *contendedTable
+	s5           *scaleResult
 	allocs       []allocRow
 	targets      []targetRow
 }
@@ -87,6 +88,9 @@ func (r *report) write(w io.Writer) {
 	}
 	if r.allocs != nil {
 		r.writeAllocs(w)
+	}
+	if r.s5 != nil {
+		r.writeScale(w)
 	}
 	if len(r.targets) > 0 {
 		fmt.Fprintln(w, "## Targets")
@@ -201,7 +205,49 @@ func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario str
 			c.name, c.driver, ops[c.name], strings.Join(perRound, " / "), ratio, handoff.Median(sent), handoff.Median(calls), handoff.Median(cpu), errs, target)
 	}
 	fmt.Fprintln(w)
+	// latchkit against the fenced floor of its driver: what latchkit costs
+	// beyond the fence that its guarantee needs.
+	var fenced []string
+	for _, c := range t.contenders {
+		if !c.latchkit || c.floor == "" {
+			continue
+		}
+		for _, f := range t.contenders {
+			if strings.HasPrefix(f.name, "fenced floor") && f.floor == c.floor && ops[f.name] > 0 {
+				fenced = append(fenced, fmt.Sprintf("%s %.2f× (the fenced floor itself %.2f× the floor)", c.name, ops[c.name]/ops[f.name], ops[f.name]/ops[c.floor]))
+			}
+		}
+	}
+	if len(fenced) > 0 {
+		fmt.Fprintf(w, "Against the fenced floor of the same driver: %s.\n\n", strings.Join(fenced, "; "))
+	}
 }
+
+// s3HandoverCPU is the median Redis CPU per cross-client hand-over, in
+// seconds, of the S3 contender named name, when S3 ran.
+func (r *report) s3HandoverCPU(name string) (float64, bool) {
+	if r.s3 == nil {
+		return 0, false
+	}
+	for i, c := range r.s3.contenders {
+		if c.name != name {
+			continue
+		}
+		var cpu []float64
+		for _, res := range r.s3.results[i] {
+			if res.Handoffs > 0 {
+				cpu = append(cpu, res.server.cpu/float64(res.Handoffs))
+			}
+		}
+		if len(cpu) > 0 {
+			return handoff.Median(cpu), true
+		}
+	}
+	return 0, false
+}
+
+// fmtMicros formats seconds as microseconds.
+func fmtMicros(sec float64) string { return fmt.Sprintf("%.0f µs", sec*1e6) }
 
 func (r *report) writeContended(w io.Writer) {
 	cfg := r.cfg
@@ -214,8 +260,8 @@ func (r *report) writeContended(w io.Writer) {
 		"Errors are counted, not fatal; sums over all rounds. "+
 		"Violations: grants while another client held the lock (must be 0).")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| contender | acquisitions/s | handoffs/s | handoff p50 | handoff p99 | self-reacquire | max wait | commands sent/acq | commandstats/acq | Redis CPU/acq | gave up | release errors | violations |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| contender | acquisitions/s | handoffs/s | handoff p50 | handoff p99 | self-reacquire | max wait | commands sent/acq | commandstats/acq | Redis CPU/acq | Redis CPU/handoff | gave up | release errors | violations |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	// Redis CPU per acquisition, median over the rounds, by contender: the
 	// target compares latchkit's with redsync's in the same run.
 	cpuOf := map[string]float64{}
@@ -227,7 +273,7 @@ func (r *report) writeContended(w io.Writer) {
 		cpuOf[c.name] = handoff.Median(cpu)
 	}
 	for i, c := range r.s3.contenders {
-		var acq, hps, p50, p99, self, sent, total, cpu []float64
+		var acq, hps, p50, p99, self, sent, total, cpu, cpuHand []float64
 		var maxWait time.Duration
 		gaveUp, releaseErrs, violations := 0, 0, 0
 		for _, res := range r.s3.results[i] {
@@ -241,14 +287,15 @@ func (r *report) writeContended(w io.Writer) {
 			sent = append(sent, float64(res.sent)/n)
 			total = append(total, float64(res.server.calls)/n)
 			cpu = append(cpu, res.server.cpu/n*1e6)
+			cpuHand = append(cpuHand, res.server.cpu/float64(max(res.Handoffs, 1))*1e6)
 			maxWait = max(maxWait, res.MaxWait)
 			gaveUp += res.GaveUp
 			releaseErrs += res.ReleaseErrs
 			violations += res.Violations
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %.1f%% | %s | %.2f | %.2f | %.0f µs | %d | %d | %d |\n",
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %.1f%% | %s | %.2f | %.2f | %.0f µs | %.0f µs | %d | %d | %d |\n",
 			c.name, handoff.Median(acq), handoff.Median(hps), ms(handoff.Median(p50)), ms(handoff.Median(p99)), 100*handoff.Median(self),
-			ms(float64(maxWait)), handoff.Median(sent), handoff.Median(total), handoff.Median(cpu), gaveUp, releaseErrs, violations)
+			ms(float64(maxWait)), handoff.Median(sent), handoff.Median(total), handoff.Median(cpu), handoff.Median(cpuHand), gaveUp, releaseErrs, violations)
 		if !c.latchkit {
 			continue
 		}

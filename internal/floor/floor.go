@@ -11,3 +11,11 @@ import _ "embed" // for the script below
 //
 //go:embed casdel.lua
 var CasDelSource string
+
+// FencedAcquireSource is the acquire of the fenced floor: SET NX PX plus a
+// fence counter raised in the same script and kept for a retention, the
+// least a lock with latchkit's fences costs (see fenced.lua). Released by
+// CasDelSource.
+//
+//go:embed fenced.lua
+var FencedAcquireSource string
