@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ type semInput struct {
 	client int
 	kind   opKind
 	seq    uint32 // giveUpTake and giveUpEnd: the call's number, the same for both
+	note   string // what the call returned (fence and token of a grant, the error of a failed call), for the record
 }
 
 type opKind uint8
@@ -131,6 +133,9 @@ type linClient struct {
 	// waits: acquire is a waiting Lock, whose every error is a failed call
 	// (ctx's error matches ErrNotAcquired too, from its last attempt).
 	waits bool
+	// note, when set, describes the grant acquire just made (its fence
+	// and token), for the record of an illegal history.
+	note func() string
 	// lossy, when set, is the proxy this client's connections go
 	// through: one single attempt in lossEvery has its reply dropped (and
 	// its connection reset) after the server ran it.
@@ -203,7 +208,7 @@ func record(t *testing.T, clients []linClient, d time.Duration) recorded {
 					continue
 				case err != nil:
 					seq++
-					add(c, semInput{client: c, kind: giveUpTake, seq: seq}, call, semOutput{})
+					add(c, semInput{client: c, kind: giveUpTake, seq: seq, note: err.Error()}, call, semOutput{})
 					add(c, semInput{client: c, kind: giveUpEnd, seq: seq}, call, semOutput{})
 					mu.Lock()
 					rec.failed++
@@ -217,7 +222,11 @@ func record(t *testing.T, clients []linClient, d time.Duration) recorded {
 					time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Microsecond)
 					continue
 				}
-				add(c, semInput{client: c, kind: opAcquire}, call, semOutput{true})
+				in := semInput{client: c, kind: opAcquire}
+				if cl.note != nil {
+					in.note = cl.note()
+				}
+				add(c, in, call, semOutput{true})
 				time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
 				call = now()
 				err = release(ctx)
@@ -283,13 +292,15 @@ func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, wa
 				return lock(ctx)
 			}
 		}
+		var last latchkit.Lease // of this client's last grant (its goroutine's only)
 		clients = append(clients, linClient{waits: c >= 5-waiting, lossy: px, lossEvery: lossEvery, acquire: func(ctx context.Context) (func(context.Context) error, error) {
 			l, err := try(ctx)
 			if err != nil {
 				return nil, err
 			}
+			last = l
 			return l.Release, nil
-		}})
+		}, note: func() string { return fmt.Sprintf("fence %d token %.8s", last.Fence(), last.Token()) }})
 	}
 	rec := record(t, clients, 700*time.Millisecond)
 	violations := 0
@@ -384,6 +395,18 @@ func explainIllegal(t *testing.T, m porcupine.Model, ops []porcupine.Operation, 
 		}
 	}
 	if dir := os.Getenv("LATCHKIT_PORCUPINE_DIR"); dir != "" {
+		// The whole history in call order, with each grant's fence and
+		// token and each failed call's error, as text.
+		if f, err := os.CreateTemp(dir, "illegal-*.txt"); err == nil {
+			sorted := slices.Clone(ops)
+			sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+			for _, op := range sorted {
+				fmt.Fprintf(f, "[%v, %v] %s %s\n", time.Duration(op.Call), time.Duration(op.Return),
+					m.DescribeOperation(op.Input, op.Output), op.Input.(semInput).note)
+			}
+			f.Close()
+			t.Logf("history: %s", f.Name())
+		}
 		f, err := os.CreateTemp(dir, "illegal-*.html")
 		if err != nil {
 			t.Logf("visualization: %v", err)
