@@ -33,6 +33,7 @@ type report struct {
 	quick        bool
 	redisVersion string
 	s1, s2, s4   *uncontendedTable
+	s2x          *uncontendedTable // only with -only S2x
 	s3           *contendedTable
 	s5           *scaleResult
 	allocs       []allocRow
@@ -79,6 +80,9 @@ func (r *report) write(w io.Writer) {
 	}
 	if r.s2 != nil {
 		r.writeUncontended(w, r.s2, "S2", targetS2Ratio)
+	}
+	if r.s2x != nil {
+		r.writeUncontended(w, r.s2x, "S2x", 0)
 	}
 	if r.s3 != nil {
 		r.writeContended(w)
