@@ -35,7 +35,9 @@ import (
 // the call may have held a permit for a while inside its interval, but
 // holds nothing once it returned (give or take giveUpGrace, see there): a
 // grant that outlives a failed call (a "ghost" nobody holds and nobody
-// renews) makes the history illegal.
+// renews) makes the history illegal. What a failed call may hold is its
+// own token's, not its client's: within the grace it can hold beside the
+// same client's next grant, and beside the client's next failed calls.
 type semInput struct {
 	client int
 	kind   opKind
@@ -56,12 +58,20 @@ const (
 // (the primitive was full); for a release, whether the client held.
 type semOutput struct{ ok bool }
 
-// semState is the model's state: who holds, and, per client, the number of
-// the last failed call that ended (its giveUpTake may no longer take).
+// semState is the model's state: who holds, what failed calls hold, and,
+// per client, the number of the last failed call that ended (its
+// giveUpTake may no longer take).
 type semState struct {
-	held  uint64
-	ended [16]uint32 // client ids are below 16
+	held   uint64     // bit c: client c holds
+	ghosts uint64     // bit ghostBit(c, seq): failed call seq of client c holds
+	ended  [16]uint32 // client ids are below 16
 }
+
+// ghostBit is the bit of failed call seq of client c in semState.ghosts:
+// four per client, so that up to four of a client's failed calls can hold
+// at once (one every 20 ms at most, within a grace of 100 ms: a fifth
+// would reuse the first's bit, which has ended by then).
+func ghostBit(c int, seq uint32) uint64 { return 1 << (4*c + int(seq%4)) }
 
 func semModel(limit int) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
@@ -69,7 +79,7 @@ func semModel(limit int) porcupine.Model {
 		Step: func(state, input, output any) []any {
 			s, in, out := state.(semState), input.(semInput), output.(semOutput)
 			me := uint64(1) << in.client
-			n := bits.OnesCount64(s.held)
+			n := bits.OnesCount64(s.held) + bits.OnesCount64(s.ghosts)
 			switch in.kind {
 			case opAcquire:
 				if out.ok && s.held&me == 0 && n < limit {
@@ -86,13 +96,13 @@ func semModel(limit int) porcupine.Model {
 				}
 			case giveUpTake:
 				next := []any{s} // took nothing
-				if s.ended[in.client] != in.seq && s.held&me == 0 && n < limit {
-					s.held |= me
+				if g := ghostBit(in.client, in.seq); s.ended[in.client] != in.seq && s.ghosts&g == 0 && n < limit {
+					s.ghosts |= g
 					next = append(next, s)
 				}
 				return next
 			case giveUpEnd:
-				s.held &^= me
+				s.ghosts &^= ghostBit(in.client, in.seq)
 				s.ended[in.client] = in.seq
 				return []any{s}
 			}
@@ -100,7 +110,7 @@ func semModel(limit int) porcupine.Model {
 		},
 		Hash: func(state any) uint64 {
 			s := state.(semState)
-			h := s.held
+			h := s.held*1000003 + s.ghosts
 			for _, x := range s.ended {
 				h = h*1000003 + uint64(x)
 			}

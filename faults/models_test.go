@@ -66,6 +66,34 @@ func TestSemModel(t *testing.T) {
 			modelStep{1, semRel(1), true, 50, 60}, // ...until 50-60
 			modelStep{2, semAcq(2), false, 110, 120},
 		), false},
+		// A give-back that could not finish within its budget goes on in
+		// the background (README, "Unknown outcomes are safe"): for up to
+		// giveUpGrace after the failed call returned, its grant, another
+		// token, may still hold beside the same client's next grant.
+		{"a failed call's grant beside the same client's next grant", 2, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 10}, modelStep{0, semEnd(0, 1), false, 0, 110},
+			modelStep{0, semAcq(0), true, 20, 30},
+			modelStep{1, semAcq(1), false, 40, 50}, // the failed call's grant and 0's fill both permits
+			modelStep{1, semAcq(1), true, 120, 130},
+		), true},
+		{"...but not once its grace is over", 2, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 10}, modelStep{0, semEnd(0, 1), false, 0, 110},
+			modelStep{0, semAcq(0), true, 20, 30},
+			modelStep{1, semAcq(1), false, 120, 130},
+		), false},
+		{"...nor beyond the limit", 1, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 10}, modelStep{0, semEnd(0, 1), false, 0, 110},
+			modelStep{1, semAcq(1), false, 12, 14}, // the failed call held then
+			modelStep{0, semAcq(0), true, 20, 30},
+			modelStep{1, semAcq(1), false, 40, 50},
+			modelStep{2, semAcq(2), true, 35, 45}, // 0 holds: over the limit
+		), false},
+		{"failed calls of one client overlapping in their grace", 3, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 10}, modelStep{0, semEnd(0, 1), false, 0, 110},
+			modelStep{0, semTake(0, 2), false, 20, 30}, modelStep{0, semEnd(0, 2), false, 20, 130},
+			modelStep{1, semAcq(1), true, 32, 34},
+			modelStep{2, semAcq(2), false, 40, 50}, // both failed calls' grants and 1's
+		), true},
 		{"two permits", 2, modelHist(
 			modelStep{0, semAcq(0), true, 0, 10}, modelStep{1, semAcq(1), true, 0, 10}, modelStep{2, semAcq(2), false, 20, 30},
 		), true},
