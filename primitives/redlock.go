@@ -38,13 +38,15 @@ type redlock struct {
 //
 // Fence is monotonic across grants although each instance counts on its
 // own: a grant takes the highest fence its granting instances gave (each
-// at least one above its counter and never below its clock in
-// microseconds) and raises every granting instance below it to it, in one
-// more parallel round trip. Any two quorums share an instance, so a later
-// grant meets a counter at least as high, as long as no more than
+// at least one above its counter, never below its clock in microseconds,
+// and never below the fence the attempt proposed: its own clock a second
+// ahead) and raises every granting instance below it to it, in one more
+// parallel round trip, which an uncontended grant, whose instances all
+// took the proposal, does not need. Any two quorums share an instance, so
+// a later grant meets a counter at least as high, as long as no more than
 // N-quorum instances are down or have lost their data at any one time
-// (and beyond that, as long as the instances' clocks are not apart by more
-// than the time between two grants).
+// (and beyond that, as long as the clocks of the instances and of the
+// clients are not apart by more than the time between two grants).
 //
 // The per-instance timeout is WithInstanceTimeout, by default a twentieth of
 // the TTL between 5ms and 100ms. Release messages are awaited on the first
@@ -212,8 +214,9 @@ type vote struct {
 func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
 	token := at.token
 	start := time.Now()
+	least := strconv.FormatInt(start.Add(fenceLead).UnixMicro(), 10)
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
-		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation, r.cfg.retArg})
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation, least, r.cfg.retArg})
 		if err != nil {
 			return vote{}, scriptErr(err)
 		}
@@ -301,6 +304,16 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 }
 
 var errSkip = errors.New("skipped")
+
+// fenceLead is how far ahead of its own clock a Redlock attempt proposes
+// its fence (in microseconds, as the instances count): enough to be above
+// every instance's clock and counter when the attempt runs there, with
+// clocks a little apart and the per-instance timeout (at most 100 ms by
+// default) between sending and running, so that every instance grants the
+// same fence and none needs raising. An instance whose counter is above
+// the proposal anyway (a client whose clock runs ahead took the last
+// grant) grants one more than its counter, and the others are raised.
+const fenceLead = time.Second
 
 // countRefused counts the instances that answered that someone else holds
 // the lock.

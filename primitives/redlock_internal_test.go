@@ -157,3 +157,57 @@ func TestRedlockLockRetriesInstanceDeadlines(t *testing.T) {
 	}
 	l.Release(ctx)
 }
+
+// countRaises counts the fence raises sent to one instance.
+type countRaises struct {
+	backend.Backend
+	n atomic.Int32
+}
+
+func (c *countRaises) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if s == fenceRaise {
+		c.n.Add(1)
+	}
+	return c.Backend.Eval(ctx, s, keys, args)
+}
+
+// An uncontended Redlock grant costs one round trip to each instance: the
+// attempt proposes a fence above every counter and clock it can expect
+// (its own clock, ahead by fenceLead), every instance grants that same
+// fence, and no instance needs raising. Instances whose counters are
+// ahead of the proposal are still raised (TestRedlockLockRetriesAFailedFenceRaise),
+// and fences still increase from one grant to the next.
+func TestRedlockUncontendedGrantRaisesNoFence(t *testing.T) {
+	var bs []backend.Backend
+	var counts []*countRaises
+	for range 5 {
+		_, b := newMiniBackend(t)
+		c := &countRaises{Backend: b}
+		counts = append(counts, c)
+		bs = append(bs, c)
+	}
+	rl, err := NewRedlock(bs, "u", WithAutoExtend(false), WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var last int64
+	for i := range 20 {
+		l, err := rl.TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("grant %d: fence %d after %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range counts {
+		if n := c.n.Load(); n != 0 {
+			t.Errorf("instance %d: %d fence raises over 20 uncontended grants, want 0", i+1, n)
+		}
+	}
+}

@@ -7,10 +7,11 @@
 -- Lock 6 the wait queue (zset entry -> place) and 7 the waiters' liveness
 -- (zset entry -> expiry, server ms).
 -- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), and for a waiting
--- Lock 4 the waiter timeout ms and 5 its queue entry ("token inbox"); last,
--- the fence counter's retention ms (see raise_fence).
+-- Lock 4 the waiter timeout ms and 5 its queue entry ("token inbox"), or
+-- for a Redlock's attempt 4 the least fence a grant takes (see
+-- raise_fence); last, the fence counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, wait hint ms, the holder's annotation or
 -- false} held (a hint of 0: unknown), and for a waiting Lock the fence
 -- counter as a fourth element (see mutex_attempt).
 local waiting = #ARGV == 6
-return mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5], ARGV[#ARGV])
+return mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5], ARGV[#ARGV], #ARGV == 5 and ARGV[4])

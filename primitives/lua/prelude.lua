@@ -57,13 +57,16 @@ end
 -- across its expiry and across a Redis that lost its data, as long as the
 -- server's clock does not step back by more than the time since the last
 -- grant. Every script that raises a fence takes the retention as its last
--- ARGV. On a counter holding something that is not an integer it writes
--- nothing and returns nil and the error reply.
-local function raise_fence(key, ret)
+-- ARGV. A caller may propose a fence, least (a Redlock's attempt proposes
+-- one above every counter and clock it expects, so that its instances
+-- grant the same fence and none needs raising): the fence is never below
+-- it either. On a counter holding something that is not an integer it
+-- writes nothing and returns nil and the error reply.
+local function raise_fence(key, ret, least)
   local f = redis.pcall('INCR', key)
   if type(f) == 'table' then return nil, f end
   local t = redis.call('TIME')
-  f = math.max(f, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  f = math.max(f, tonumber(t[1]) * 1000000 + tonumber(t[2]), tonumber(least) or 0)
   redis.call('SET', key, string.format('%.0f', f), 'PX', ret)
   return f
 end
@@ -150,7 +153,8 @@ end
 -- waiting Lock: the Mutex key layout) by token tok for ttl ms, storing
 -- note beside a grant ("" for none). A waiting Lock gives wait (the waiter
 -- timeout, ms) and entry (its queue entry, "token inbox"); a single
--- attempt gives false for both. ret is the fence counter's retention.
+-- attempt gives false for both. ret is the fence counter's retention;
+-- least, when given, the least fence a grant takes (see raise_fence).
 -- It returns the reply of mutex_acquire: {1, fence} granted; {0, wait
 -- hint ms, the holder's annotation or false} held, and for a waiting Lock
 -- a fourth element, the fence counter as it stands (false when absent): a
@@ -163,10 +167,10 @@ end
 -- copy wins the lock. Finding its own token means an earlier try of this
 -- attempt got through (its reply was lost), or a release handed the lock
 -- over: granted, with the TTL refreshed.
-local function mutex_attempt(tok, ttl, note, wait, entry, ret)
+local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
   if redis.call('ZSCORE', KEYS[5], tok) then return {0, 0, false} end
   if redis.call('SET', KEYS[1], tok, 'NX', 'PX', ttl) then
-    local f, bad = raise_fence(KEYS[2], ret)
+    local f, bad = raise_fence(KEYS[2], ret, least)
     if not f then
       redis.call('DEL', KEYS[1])
       return redis.error_reply('WRONGTYPE fence counter: ' .. tostring(bad.err))
