@@ -83,6 +83,9 @@ func RunDeploymentsExcept(t *testing.T, skip map[string]string, harness func(Ser
 // follow that clock, TIME included.
 type mini struct {
 	m *miniredis.Miniredis
+	// addr is m's address, read once: miniredis's Addr panics once the
+	// server is closed, and a call abandoned by a test may dial it after.
+	addr string
 	// mu makes reading offset and setting the time one step: a tick that
 	// read the offset before an AdvanceClock and set the time after it
 	// would move the clock back by the advance (seen: a FairSemaphore
@@ -102,7 +105,8 @@ func (s *mini) tick(d time.Duration) {
 
 // StartMiniredis starts an embedded miniredis.
 func StartMiniredis(t testing.TB) Server {
-	s := &mini{m: miniredis.RunT(t)}
+	m := miniredis.RunT(t)
+	s := &mini{m: m, addr: m.Addr()}
 	s.m.SetTime(time.Now())
 	s.m.ClockTTL(true)
 	stop := make(chan struct{})
@@ -125,7 +129,7 @@ func StartMiniredis(t testing.TB) Server {
 }
 
 func (s *mini) Kind() string    { return "miniredis" }
-func (s *mini) Addrs() []string { return []string{s.m.Addr()} }
+func (s *mini) Addrs() []string { return []string{s.addr} }
 
 func (s *mini) AdvanceClock(t testing.TB, d time.Duration) bool {
 	s.tick(d)
@@ -143,7 +147,7 @@ func (s *mini) KillSubscribers(t testing.TB) bool {
 }
 
 func (s *mini) FlushScripts(t testing.TB) bool {
-	command(t, s.m.Addr(), "SCRIPT", "FLUSH")
+	command(t, s.addr, "SCRIPT", "FLUSH")
 	return true
 }
 

@@ -19,9 +19,10 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer m.Close()
+	addr := m.Addr()
 	pool := &redis.Pool{
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
-			return redis.DialContext(ctx, "tcp", m.Addr(), redis.DialConnectTimeout(time.Second))
+			return redis.DialContext(ctx, "tcp", addr, redis.DialConnectTimeout(time.Second))
 		},
 		MaxIdle:     8,
 		IdleTimeout: time.Minute,
