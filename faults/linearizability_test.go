@@ -320,6 +320,7 @@ func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, wa
 		t.Errorf("%d operations: porcupine says %s", len(rec.ops), res)
 		if res == porcupine.Illegal {
 			explainIllegal(t, semModel(p.limit), rec.ops, info)
+			t.Logf("what kind of violation: %s", classifyIllegal(rec.ops, p.limit))
 		}
 	}
 	// Every client returned and released: every permit is free now.
@@ -531,4 +532,96 @@ func TestLinearizabilityCatchesBrokenMutex(t *testing.T) {
 			t.Fatalf("5 runs of a broken lock and porcupine found nothing (last: %s)", res)
 		}
 	}
+}
+
+// span is a stretch of a history during which a client held, for sure or
+// perhaps.
+type span struct {
+	client   int
+	from, to int64
+}
+
+// maxOverlap is the most spans of ss that overlap at one instant within
+// [from, to], leaving out client skip's.
+func maxOverlap(ss []span, from, to int64, skip int) int {
+	type edge struct {
+		at int64
+		d  int
+	}
+	var es []edge
+	for _, s := range ss {
+		if s.client == skip || s.to < from || s.from > to {
+			continue
+		}
+		es = append(es, edge{max(s.from, from), 1}, edge{min(s.to, to), -1})
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].at < es[j].at || es[i].at == es[j].at && es[i].d > es[j].d })
+	n, most := 0, 0
+	for _, e := range es {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
+}
+
+// classifyIllegal says which way an illegal semaphore history breaks the
+// model, from the intervals alone, so that a rare failure tells at once
+// whether safety is at stake: more than limit clients held for sure at one
+// instant (each grant from its return to its release's call: an
+// over-grant), or a refusal during which fewer than limit clients can have
+// held at any instant (each grant from its call to its release's return,
+// each failed call to its return plus giveUpGrace: a permit held by
+// nobody the history knows of), or neither (an interleaving the intervals
+// alone do not show).
+func classifyIllegal(ops []porcupine.Operation, limit int) string {
+	sorted := slices.Clone(ops)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	var sure, maybe []span
+	open := map[int]porcupine.Operation{} // a client's grant whose release has not been seen yet
+	end := int64(0)
+	for _, op := range sorted {
+		end = max(end, op.Return)
+	}
+	for _, op := range sorted {
+		in, out := op.Input.(semInput), op.Output.(semOutput)
+		switch {
+		case in.kind == opAcquire && out.ok:
+			open[in.client] = op
+		case in.kind == opRelease:
+			if g, ok := open[in.client]; ok {
+				if out.ok { // a release that found the lease gone proves nothing about how long it held
+					sure = append(sure, span{in.client, g.Return, op.Call})
+				}
+				maybe = append(maybe, span{in.client, g.Call, op.Return})
+				delete(open, in.client)
+			}
+		case in.kind == giveUpEnd:
+			maybe = append(maybe, span{in.client, op.Call, op.Return}) // the return already has the grace
+		}
+	}
+	for c, g := range open {
+		sure = append(sure, span{c, g.Return, end})
+		maybe = append(maybe, span{c, g.Call, end})
+	}
+	var found []string
+	if n := maxOverlap(sure, 0, end, -1); n > limit {
+		found = append(found, fmt.Sprintf("over-grant: %d clients held for sure at one instant, limit %d", n, limit))
+	}
+	for _, op := range sorted {
+		in, out := op.Input.(semInput), op.Output.(semOutput)
+		if in.kind != opAcquire || out.ok {
+			continue
+		}
+		if n := maxOverlap(maybe, op.Call, op.Return, in.client); n < limit {
+			found = append(found, fmt.Sprintf("refusal of client %d [%v, %v] while at most %d others can have held (limit %d)",
+				in.client, time.Duration(op.Call), time.Duration(op.Return), n, limit))
+		}
+	}
+	if len(found) == 0 {
+		return "neither an over-grant nor a refusal the intervals alone rule out"
+	}
+	if len(found) > 5 {
+		found = append(found[:5], fmt.Sprintf("and %d more", len(found)-5))
+	}
+	return strings.Join(found, "; ")
 }

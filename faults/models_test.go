@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -162,6 +163,36 @@ func TestMixModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := porcupine.CheckOperations(mixModel(), tc.ops); got != tc.want {
 				t.Errorf("linearizable: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// classifyIllegal tells an over-grant from a refusal nobody's grant
+// explains, on histories written by hand.
+func TestClassifyIllegal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int
+		ops   []porcupine.Operation
+		want  string // a part of the verdict
+	}{
+		{"two holders of a mutex", 1, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{1, semAcq(1), true, 20, 30},
+			modelStep{0, semRel(0), true, 40, 50}, modelStep{1, semRel(1), true, 40, 50},
+		), "over-grant: 2 clients held for sure"},
+		{"a refusal with one permit free", 2, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{1, semAcq(1), false, 20, 30}, modelStep{0, semRel(0), true, 40, 50},
+		), "refusal of client 1 [20ns, 30ns] while at most 1 others"},
+		{"a refusal a failed call's grace explains", 1, modelHist(
+			modelStep{0, semTake(0, 1), false, 0, 10}, modelStep{0, semEnd(0, 1), false, 0, 110},
+			modelStep{1, semAcq(1), false, 50, 60},
+			modelStep{2, semAcq(2), true, 0, 5}, modelStep{2, semRel(2), true, 20, 25},
+		), "neither"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := classifyIllegal(tc.ops, tc.limit); !strings.Contains(got, tc.want) {
+				t.Errorf("verdict %q, want it to say %q", got, tc.want)
 			}
 		})
 	}
