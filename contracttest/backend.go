@@ -221,41 +221,52 @@ func testSubscribe(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	p := prefix(t)
-	ch1, ch2 := p+"{a}:rel", p+"{b}:rel"
-	if err := sub.Add(ctx, ch1, ch2); err != nil {
+	// ch1 and ch2 lie in different slots (on different masters of a
+	// Cluster); ch3 shares ch1's slot.
+	ch1, ch2, ch3 := p+"{a}:rel", p+"{b}:rel", p+"{a}:other"
+	if err := sub.Add(ctx, ch1, ch2, ch3); err != nil {
 		t.Fatal(err)
 	}
-	publish := func(ch, payload string) {
-		if _, err := pub.Eval(ctx, pubScript, nil, []string{ch, payload}); err != nil {
+	// publish sends PUBLISH through the node serving route's slot. On a
+	// Cluster a message reaches a subscriber on another node over the
+	// cluster bus, so only messages published through the same node
+	// arrive in the order they were published.
+	publish := func(route, ch, payload string) {
+		if _, err := pub.Eval(ctx, pubScript, []string{route}, []string{ch, payload}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Add returned: a message published now must arrive.
-	publish(ch1, "1")
-	publish(ch2, "*")
-	for _, want := range []backend.Message{{Channel: ch1, Payload: "1"}, {Channel: ch2, Payload: "*"}} {
+	next := func(what string) backend.Message {
 		select {
 		case m := <-msgs:
-			if m != want {
-				t.Errorf("got %+v, want %+v", m, want)
-			}
+			return m
 		case <-time.After(5 * time.Second):
-			t.Fatalf("no message for %+v", want)
+			t.Fatalf("no message for %s", what)
+			return backend.Message{}
+		}
+	}
+	// Add returned: a message published now must arrive, on each slot.
+	publish(ch1, ch1, "1")
+	publish(ch2, ch2, "*")
+	got := map[backend.Message]bool{next("ch1"): true, next("ch2"): true}
+	for _, want := range []backend.Message{{Channel: ch1, Payload: "1"}, {Channel: ch2, Payload: "*"}} {
+		if !got[want] {
+			t.Errorf("got %v, want %+v among them", got, want)
 		}
 	}
 	if err := sub.Remove(ctx, ch1); err != nil {
 		t.Fatal(err)
 	}
-	// A message on ch2 after one on ch1 proves ch1's was not delivered.
-	publish(ch1, "gone")
-	publish(ch2, "still")
-	select {
-	case m := <-msgs:
-		if m != (backend.Message{Channel: ch2, Payload: "still"}) {
-			t.Errorf("after Remove got %+v", m)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no message after Remove")
+	// A message on ch3 published after one on ch1 through the same node
+	// proves ch1's was not delivered.
+	publish(ch1, ch1, "gone")
+	publish(ch1, ch3, "still")
+	if m := next("ch3 after Remove"); m != (backend.Message{Channel: ch3, Payload: "still"}) {
+		t.Errorf("after Remove got %+v", m)
+	}
+	publish(ch2, ch2, "kept")
+	if m := next("ch2 after Remove"); m != (backend.Message{Channel: ch2, Payload: "kept"}) {
+		t.Errorf("after Remove got %+v", m)
 	}
 	if err := sub.Close(); err != nil {
 		t.Errorf("close: %v", err)
@@ -263,7 +274,7 @@ func testSubscribe(t *testing.T, h Harness) {
 	if err := sub.Close(); err != nil {
 		t.Errorf("second close: %v", err)
 	}
-	publish(ch2, "closed")
+	publish(ch2, ch2, "closed")
 	time.Sleep(50 * time.Millisecond)
 	if len(msgs) != 0 || dropped.Load() != 0 {
 		t.Errorf("after Close: %d messages, %d drops", len(msgs), dropped.Load())

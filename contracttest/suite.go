@@ -63,6 +63,8 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // test itself: a script running one command on one key.
 var (
 	cmdScript = backend.NewScript(`return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))`)
+	// pubScript publishes ARGV[2] on channel ARGV[1] through the node of
+	// KEYS[1], which only routes the call.
 	pubScript = backend.NewScript(`return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
 )
 
