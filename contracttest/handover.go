@@ -31,12 +31,14 @@ func RunHandOver(t *testing.T, h Harness) {
 		{"GaveUpWaiterLeavesTheQueue", testHandOverWithdraw},
 		{"DeadWaitersAreSkipped", testHandOverDeadWaiters},
 		{"UnconfirmedHandOverFrees", testHandOverUnconfirmed},
-		{"HandedLeaseIsRenewed", testHandOverRenewed},
-		{"StaleHandOverMessageGrantsNothing", testHandOverStale},
+		{"HandedLeaseIsRenewed", func(t *testing.T, h Harness) { testHandOverRenewed(t, h, plainMutex) }},
+		{"FairMutexHandedLeaseIsRenewed", func(t *testing.T, h Harness) { testHandOverRenewed(t, h, fairMutex) }},
+		{"StaleHandOverMessageGrantsNothing", func(t *testing.T, h Harness) { testHandOverStale(t, h, plainMutex) }},
+		{"FairMutexStaleHandOverMessageGrantsNothing", func(t *testing.T, h Harness) { testHandOverStale(t, h, fairMutex) }},
 	})
 }
 
-// testHandOverRenewed: a Mutex waiter granted by a hand-over's message
+// testHandOverRenewed: a waiter granted by a hand-over's message
 // (no attempt to confirm it) holds the lock for 4 s, with a 10 s TTL and a
 // 1.5 s waiter timeout: the server holds a handed lock for the hand-over's
 // time only (the shorter of the two, 1.5 s), so the waiter's renewer must
@@ -44,7 +46,7 @@ func RunHandOver(t *testing.T, h Harness) {
 // halfway to the hand-over's deadline. Its Context stays live, a
 // contender's TryLock is refused throughout, and its fence is above the
 // holder's.
-func testHandOverRenewed(t *testing.T, h Harness) {
+func testHandOverRenewed(t *testing.T, h Harness, k handOverKind) {
 	ctx := ctxT(t, 30*time.Second)
 	p := prefix(t)
 	var attempts atomic.Int64
@@ -55,12 +57,12 @@ func testHandOverRenewed(t *testing.T, h Harness) {
 		}
 	}
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithTTL(10 * time.Second), primitives.WithWaiterTimeout(1500 * time.Millisecond)}
-	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", opts...)
+	holder, _ := k.new(h.NewClient(t).Backend, "r", opts...)
 	first, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", append(opts, primitives.WithMiddleware(count))...)
+	waiter, _ := k.new(h.NewClient(t).Backend, "r", append(opts, primitives.WithMiddleware(count))...)
 	got := make(chan latchkit.Lease, 1)
 	go func() {
 		l, err := waiter.Lock(ctx)
@@ -70,7 +72,7 @@ func testHandOverRenewed(t *testing.T, h Harness) {
 		got <- l
 	}()
 	inspect := h.NewClient(t).Backend
-	eventually(t, 10*time.Second, "the waiter queued", func() bool { return queued(t, inspect, p, "r") == 1 })
+	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "r") == 1 })
 	time.Sleep(100 * time.Millisecond) // its subscription's attempt
 	before := attempts.Load()
 	if err := first.Release(ctx); err != nil {
@@ -87,7 +89,7 @@ func testHandOverRenewed(t *testing.T, h Harness) {
 	if l.Fence() <= first.Fence() {
 		t.Errorf("fence %d after the holder's %d", l.Fence(), first.Fence())
 	}
-	contender, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", opts...)
+	contender, _ := k.new(h.NewClient(t).Backend, "r", opts...)
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		if err := l.Context().Err(); err != nil {
 			t.Fatalf("the handed lease was lost: %v", context.Cause(l.Context()))
@@ -104,16 +106,16 @@ func testHandOverRenewed(t *testing.T, h Harness) {
 // hand-over the waiter's attempts already found or outlived; forged here
 // on the waiter's inbox) grants nothing: the waiter keeps waiting, and is
 // granted by the holder's release.
-func testHandOverStale(t *testing.T, h Harness) {
+func testHandOverStale(t *testing.T, h Harness, k handOverKind) {
 	ctx := ctxT(t, 30*time.Second)
 	p := prefix(t)
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
-	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "s", opts...)
+	holder, _ := k.new(h.NewClient(t).Backend, "s", opts...)
 	first, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "s", opts...)
+	waiter, _ := k.new(h.NewClient(t).Backend, "s", opts...)
 	got := make(chan latchkit.Lease, 1)
 	go func() {
 		l, err := waiter.Lock(ctx)
@@ -123,14 +125,9 @@ func testHandOverStale(t *testing.T, h Harness) {
 		got <- l
 	}()
 	inspect := h.NewClient(t).Backend
-	eventually(t, 10*time.Second, "the waiter queued", func() bool { return queued(t, inspect, p, "s") == 1 })
+	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "s") == 1 })
 	time.Sleep(100 * time.Millisecond) // its subscription's attempt
-	entries, _ := do(t, inspect, "ZRANGE", keyOf(p, "s")+":q", "0", "0").([]backend.Value)
-	if len(entries) != 1 {
-		t.Fatalf("queue: %v", entries)
-	}
-	token, box, _ := strings.Cut(entries[0].(string), " ")
-	fence, _ := do(t, inspect, "GET", keyOf(p, "s")+":fence").(string)
+	token, box, fence := k.waiter(t, inspect, p, "s")
 	// A hand-over names its waiter by the first 16 hex digits of its
 	// token's SHA-1 (never the token).
 	sum := sha1.Sum([]byte(token))
@@ -159,20 +156,44 @@ type handOverKind struct {
 	name   string
 	new    func(b backend.Backend, name string, opts ...primitives.Option) (primitives.Mutex, error)
 	queued func(t testing.TB, b backend.Backend, p, name string) int64
-	// confirm is how many attempts the new holder makes after a
-	// hand-over: a Mutex's none (it holds on the release's message), a
-	// FairMutex's one.
-	confirm int64
+	// waiter returns the token of the one waiter queued, the inbox its
+	// hand-over is published on and the fence counter as it stands.
+	waiter func(t testing.TB, b backend.Backend, p, name string) (token, inbox, fence string)
 }
 
 var (
-	plainMutex = handOverKind{"mutex", primitives.NewMutex, queued, 0}
-	fairMutex  = handOverKind{"fair mutex", primitives.NewFairMutex, func(t testing.TB, b backend.Backend, p, name string) int64 {
+	plainMutex = handOverKind{"mutex", primitives.NewMutex, queued, func(t testing.TB, b backend.Backend, p, name string) (string, string, string) {
+		t.Helper()
+		entries, _ := do(t, b, "ZRANGE", keyOf(p, name)+":q", "0", "0").([]backend.Value)
+		if len(entries) != 1 {
+			t.Fatalf("queue: %v", entries)
+		}
+		token, box, _ := strings.Cut(entries[0].(string), " ")
+		fence, _ := do(t, b, "GET", keyOf(p, name)+":fence").(string)
+		return token, box, fence
+	}}
+	fairMutex = handOverKind{"fair mutex", primitives.NewFairMutex, func(t testing.TB, b backend.Backend, p, name string) int64 {
 		t.Helper()
 		q, _ := do(t, b, "ZCARD", keyOf(p, name)+":fair:queue").(int64)
 		held, _ := do(t, b, "HLEN", keyOf(p, name)+":fair:holders").(int64)
 		return q - held
-	}, 1}
+	}, func(t testing.TB, b backend.Backend, p, name string) (string, string, string) {
+		t.Helper()
+		base := keyOf(p, name) + ":fair"
+		entries, _ := do(t, b, "ZRANGE", base+":queue", "0", "-1").([]backend.Value)
+		var waiting []string
+		for _, e := range entries {
+			if do(t, b, "HEXISTS", base+":holders", e.(string)) == int64(0) {
+				waiting = append(waiting, e.(string))
+			}
+		}
+		if len(waiting) != 1 {
+			t.Fatalf("queue %v: want one waiter", entries)
+		}
+		box, _ := do(t, b, "HGET", base+":box", waiting[0]).(string)
+		fence, _ := do(t, b, "GET", base+":fence").(string)
+		return waiting[0], box, fence
+	}}
 )
 
 // testHandOverFIFO: a holder and 4 waiters, each its own client (as
@@ -278,7 +299,7 @@ func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 // release wakes the new holder alone, not every waiting client: a Mutex's
 // new holder holds on the release's message alone (a hand-over in two
 // requests, the waiter's queueing attempt and the release: no attempt
-// more), a FairMutex's confirms with one attempt. The waiter timeout is
+// more). The waiter timeout is
 // long, so no waiter re-attempts on its own timer during the test.
 func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	const waiters = 6
@@ -332,8 +353,8 @@ func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 			t.FailNow()
 		}
 		time.Sleep(50 * time.Millisecond) // room for stray wake-ups to show
-		if got := attempts.Load() - before; got != k.confirm {
-			t.Fatalf("release %d cost %d attempts, want %d: only the new holder may wake (and a Mutex's holds without confirming)", i+1, got, k.confirm)
+		if got := attempts.Load() - before; got != 0 {
+			t.Fatalf("release %d cost %d attempts, want none: only the new holder may wake, and it holds without confirming", i+1, got)
 		}
 		before = attempts.Load()
 	}

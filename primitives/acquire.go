@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -338,9 +340,66 @@ func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h 
 		if err != nil {
 			return nil, scriptErr(err)
 		}
+		if !at.try {
+			noteCounter(at, v, start)
+		}
 		l, err := grant(ctx, v, h, kind, name, at.token, start, cfg)
 		return cfg.acked(ctx, l, err, acks)
 	}
+}
+
+// noteCounter keeps, from a waiting attempt's reply that found the
+// primitive held (a Mutex's or a FairSemaphore's), the fence counter it saw and when the attempt began (see
+// attempt.heldStart).
+func noteCounter(at *attempt, v backend.Value, start time.Time) {
+	a, ok := v.([]backend.Value)
+	if !ok || len(a) != 4 || a[0] != int64(0) {
+		return
+	}
+	f, _ := a[3].(string)
+	if n, err := strconv.ParseInt(f, 10, 64); err == nil && n > 0 {
+		at.heldStart, at.fenceSeen = start, n
+	} else {
+		at.heldStart, at.fenceSeen = time.Time{}, 0
+	}
+}
+
+// handedLease is the lease a hand-over's message grants a waiting
+// acquisition of a Mutex or a FairSemaphore (details: "fence hand", see
+// hand_over and fair_hand_over in lua/prelude.lua), so that the waiter
+// holds on the release's message alone, without an attempt to confirm:
+// two requests per hand-over, the waiter's queueing attempt and the
+// release. The release ran after the waiter's last attempt, since its
+// fence is above the counter that attempt saw (a stale message, from a
+// hand-over the attempt already found or outlived, is not), so the server
+// holds the lock for the hand-over's time from a moment after that
+// attempt began: the lease's deadline is that start plus the hand-over's
+// time, less the drift allowance, and the renewer extends it to the TTL
+// halfway there. It is nil, and the next attempt confirms the grant as
+// before, when the lease would not be what Lock promises: without
+// auto-extend (the lease must last its TTL), with WithReplicaAck (the
+// grant must be acknowledged), with an annotation to store beside the
+// grant (tracing's holder link), or with less than half the hand-over's
+// time left (the waiter's process ran late).
+func handedLease(ctx context.Context, at *attempt, details string, h holder, kind latchkit.Kind, name string, cfg *config) latchkit.Lease {
+	if at.fenceSeen <= 0 || !cfg.autoExtend || cfg.ackReplicas > 0 || at.annotation != "" {
+		return nil
+	}
+	fs, hs, ok := strings.Cut(details, " ")
+	if !ok {
+		return nil
+	}
+	fence, err1 := strconv.ParseInt(fs, 10, 64)
+	hand, err2 := strconv.ParseInt(hs, 10, 64)
+	if err1 != nil || err2 != nil || fence <= at.fenceSeen || hand <= 0 {
+		return nil
+	}
+	d := time.Duration(hand) * time.Millisecond
+	deadline := at.heldStart.Add(d - drift(d))
+	if time.Until(deadline) < d/2 {
+		return nil
+	}
+	return newLeaseUntil(ctx, h, kind, name, at.token, fence, deadline, cfg)
 }
 
 // grant turns an acquire script's {1, fence} or {0, hint ms, holder}

@@ -32,6 +32,7 @@ type fairSemaphore struct {
 
 	attemptFn, tryFn func(context.Context, *attempt) (latchkit.Lease, error)
 	withdrawFn       func(context.Context, string) error
+	handedFn         func(context.Context, *attempt, string) latchkit.Lease
 }
 
 // NewFairSemaphore returns a semaphore of limit permits that grants them in
@@ -107,6 +108,11 @@ func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit 
 		_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
 		return err
 	}
+	// A waiting acquisition holds on its hand-over's message (see
+	// handedLease): the release that grants it is the last request.
+	s.handedFn = func(ctx context.Context, at *attempt, details string) latchkit.Lease {
+		return handedLease(ctx, at, details, s, kind, name, &s.cfg)
+	}
 	return s, nil
 }
 
@@ -142,10 +148,11 @@ func (s *fairSemaphore) acquire(ctx context.Context, n int, try bool) (latchkit.
 		return nil, err
 	}
 	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.wchans, try: try,
-		attempt: s.attemptFn, giveBack: s.withdrawFn, queues: true, wakeID: true}
+		attempt: s.attemptFn, giveBack: s.withdrawFn, queues: true, wakeID: true, handed: s.handedFn}
 	if try {
 		a.chans = s.chans
 		a.attempt = s.tryFn
+		a.handed = nil
 	}
 	if n > 1 {
 		args := s.args

@@ -191,57 +191,10 @@ func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error
 	return m.cfg.acked(ctx, l, err, acks)
 }
 
-// noteCounter keeps, from a waiting attempt's reply that found the lock
-// held, the fence counter it saw and when the attempt began (see
-// attempt.heldStart).
-func noteCounter(at *attempt, v backend.Value, start time.Time) {
-	a, ok := v.([]backend.Value)
-	if !ok || len(a) != 4 || a[0] != int64(0) {
-		return
-	}
-	f, _ := a[3].(string)
-	if n, err := strconv.ParseInt(f, 10, 64); err == nil && n > 0 {
-		at.heldStart, at.fenceSeen = start, n
-	} else {
-		at.heldStart, at.fenceSeen = time.Time{}, 0
-	}
-}
-
-// handed is the lease a hand-over's message grants a waiting Lock (details:
-// "fence hand", see hand_over in lua/prelude.lua), so that the waiter
-// holds on the release's message alone, without an attempt to confirm:
-// two requests per hand-over, the waiter's queueing attempt and the
-// release. The release ran after the waiter's last attempt, since its
-// fence is above the counter that attempt saw (a stale message, from a
-// hand-over the attempt already found or outlived, is not), so the server
-// holds the lock for the hand-over's time from a moment after that
-// attempt began: the lease's deadline is that start plus the hand-over's
-// time, less the drift allowance, and the renewer extends it to the TTL
-// halfway there. It is nil, and the next attempt confirms the grant as
-// before, when the lease would not be what Lock promises: without
-// auto-extend (the lease must last its TTL), with WithReplicaAck (the
-// grant must be acknowledged), with an annotation to store beside the
-// grant (tracing's holder link), or with less than half the hand-over's
-// time left (the waiter's process ran late).
+// handed is the lease a hand-over's message grants a waiting Lock (see
+// handedLease).
 func (m *mutex) handed(ctx context.Context, at *attempt, details string) latchkit.Lease {
-	if at.fenceSeen <= 0 || !m.cfg.autoExtend || m.cfg.ackReplicas > 0 || at.annotation != "" {
-		return nil
-	}
-	fs, hs, ok := strings.Cut(details, " ")
-	if !ok {
-		return nil
-	}
-	fence, err1 := strconv.ParseInt(fs, 10, 64)
-	hand, err2 := strconv.ParseInt(hs, 10, 64)
-	if err1 != nil || err2 != nil || fence <= at.fenceSeen || hand <= 0 {
-		return nil
-	}
-	d := time.Duration(hand) * time.Millisecond
-	deadline := at.heldStart.Add(d - drift(d))
-	if time.Until(deadline) < d/2 {
-		return nil
-	}
-	return newLeaseUntil(ctx, m, m.kind, m.name, at.token, fence, deadline, &m.cfg)
+	return handedLease(ctx, at, details, m, m.kind, m.name, &m.cfg)
 }
 
 func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {

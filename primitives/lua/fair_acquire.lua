@@ -16,7 +16,10 @@
 -- 9 annotation, 10 the fence counter's retention ms (see raise_fence).
 -- Reply: {1, fence} granted; {0, hint ms (until the first liveness runs
 -- out, at most a third of the waiter timeout), the annotation of the first
--- holder in the queue} not (0: a token that finished, refused); an
+-- holder in the queue} not (0: a token that finished, refused), and for a
+-- waiting attempt that kept its ticket the fence counter as a fourth
+-- element, read after its writes (false when absent): a hand-over
+-- message with a greater fence was sent after this attempt ran; an
 -- $INVALID error reply when more permits are asked for than the limit.
 --
 -- A ticket is granted only while the permits of the tickets ahead of it
@@ -94,4 +97,4 @@ if fair_ahead(KEYS[1], KEYS[9], KEYS[5], ARGV[1], limit, limit - n) + n <= limit
 end
 redis.call('ZADD', KEYS[2], now + wait, ARGV[1])
 keepall(wait)
-return {0, hint(), holder()}
+return {0, hint(), holder(), redis.call('GET', KEYS[4])}

@@ -278,7 +278,9 @@ end
 -- live waiting ticket that fits is granted its permits at once (fence,
 -- holder entry, at most confirm ms of liveness to confirm in) and woken
 -- alone by a message on its process's inbox (without one: on chan) naming
--- it by digest; the first live waiting ticket that does not fit stops it,
+-- it by digest, followed by the grant's fence and its liveness from now,
+-- ms: "=digest fence hand", as hand_over's (a waiting acquisition holds on
+-- it, see mutex_attempt's reply and fair_acquire's); the first live waiting ticket that does not fit stops it,
 -- so a large request at the head is never overtaken by smaller ones behind
 -- it. A waiting ticket heavier than limit (SetLimit lowered it) is passed
 -- over; dead waiting tickets met on the way are dropped. Holders count
@@ -298,11 +300,13 @@ local function fair_hand_over(now, limit, chan, confirm, ret)
       if alive and tonumber(alive) > now then
         if n <= limit then
           if used + n > limit then return end
-          redis.call('HSET', KEYS[5], w, raise_fence(KEYS[4], ret))
-          redis.call('ZADD', KEYS[2], math.min(tonumber(alive), now + confirm), w)
+          local f = raise_fence(KEYS[4], ret)
+          local until_ms = math.min(tonumber(alive), now + confirm)
+          redis.call('HSET', KEYS[5], w, f)
+          redis.call('ZADD', KEYS[2], until_ms, w)
           local box = redis.call('HGET', KEYS[8], w)
           redis.call('HDEL', KEYS[8], w)
-          redis.call('PUBLISH', box or chan, '$TARGET' .. digest(w))
+          redis.call('PUBLISH', box or chan, '$TARGET' .. digest(w) .. ' ' .. string.format('%.0f', f) .. ' ' .. string.format('%.0f', until_ms - now))
           used = used + n
         end
         i = i + 1
