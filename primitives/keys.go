@@ -89,12 +89,36 @@ func Layouts() []Layout {
 // KeysOf returns the keys of the primitive named name under prefix, in
 // script order.
 func (l Layout) KeysOf(prefix, name string) []string {
-	base := KeyBase(prefix, name) + l.Sub
-	keys := make([]string, len(l.Keys))
-	for i, k := range l.Keys {
-		keys[i] = base + k.Suffix
+	return l.names(prefix, name)[:len(l.Keys):len(l.Keys)]
+}
+
+// names returns the primitive's keys in script order followed by its
+// channel (len(l.Keys)+1 strings), made with three allocations whatever
+// their number: they are slices of one string. A primitive is often made
+// for one use (a Mutex per entity name), so its construction counts.
+func (l Layout) names(prefix, name string) []string {
+	base := KeyBase(prefix, name)
+	n := (len(base)+len(l.Sub))*(len(l.Keys)+1) + len(":rel")
+	for _, k := range l.Keys {
+		n += len(k.Suffix)
 	}
-	return keys
+	var b strings.Builder
+	b.Grow(n)
+	for _, k := range l.Keys {
+		b.WriteString(base)
+		b.WriteString(l.Sub)
+		b.WriteString(k.Suffix)
+	}
+	b.WriteString(base)
+	b.WriteString(l.Sub)
+	b.WriteString(":rel")
+	all, stem := b.String(), len(base)+len(l.Sub)
+	out := make([]string, len(l.Keys)+1)
+	for i, k := range l.Keys {
+		out[i], all = all[:stem+len(k.Suffix)], all[stem+len(k.Suffix):]
+	}
+	out[len(l.Keys)] = all
+	return out
 }
 
 // Channel is the channel the primitive's releases are published on, and
@@ -192,9 +216,10 @@ func newSite(l Layout, kind latchkit.Kind, b backend.Backend, name string, limit
 	if limit < 1 {
 		return site{}, invalid("new", kind, name, "limit %d is below 1", limit)
 	}
-	channel := l.Channel(cfg.prefix, name)
+	names := l.names(cfg.prefix, name)
+	keys, channel := names[:len(l.Keys):len(l.Keys)], names[len(l.Keys)]
 	return site{b: b, kind: kind, name: name, cfg: cfg,
-		keys: l.KeysOf(cfg.prefix, name), channel: channel, chans: []string{channel}}, nil
+		keys: keys, channel: channel, chans: names[len(l.Keys):]}, nil
 }
 
 // checkPermits refuses a number of permits below 1 (ErrInvalid): nothing

@@ -126,7 +126,7 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	if err != nil {
 		return nil, err
 	}
-	k := append(MutexLayout.KeysOf(cfg.prefix, name), MutexLayout.Channel(cfg.prefix, name))
+	k := MutexLayout.names(cfg.prefix, name) // 7 keys, then the channel
 	m := &mutex{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    k[:5:5],

@@ -282,3 +282,51 @@ func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutNames: the keys and channel a primitive is made with, sliced
+// from one string, are each layout's prefix{name}+sub+suffix and
+// +sub+":rel", for names KeyBase escapes too, and appending to the keys
+// KeysOf returns cannot write over the channel.
+func TestLayoutNames(t *testing.T) {
+	for _, l := range Layouts() {
+		for _, name := range []string{"a", "order-12345", "we{ir}d%"} {
+			got := l.names("pre:", name)
+			base := KeyBase("pre:", name) + l.Sub
+			if len(got) != len(l.Keys)+1 {
+				t.Fatalf("%s %q: %d names, want %d", l.Kind, name, len(got), len(l.Keys)+1)
+			}
+			for i, k := range l.Keys {
+				if got[i] != base+k.Suffix {
+					t.Errorf("%s %q: key %d is %q, want %q", l.Kind, name, i, got[i], base+k.Suffix)
+				}
+			}
+			if ch := got[len(l.Keys)]; ch != l.Channel("pre:", name) {
+				t.Errorf("%s %q: channel %q, want %q", l.Kind, name, ch, l.Channel("pre:", name))
+			}
+			keys := l.KeysOf("pre:", name)
+			if cap(keys) != len(l.Keys) {
+				t.Errorf("%s: KeysOf has room for %d keys, want exactly %d", l.Kind, cap(keys), len(l.Keys))
+			}
+		}
+	}
+}
+
+// TestNewMutexAllocations: a Mutex made per entity name (NewMutex, then
+// Lock) is on the uncontended path, so its construction is bounded: its
+// config, the struct, its four func values and its keys and channel,
+// which take three allocations whatever their number (18 in all when
+// each key was its own string).
+func TestNewMutexAllocations(t *testing.T) {
+	_, b := newMiniBackend(t)
+	n := 1e9
+	for range 3 { // the least of three: other goroutines allocate now and then
+		n = min(n, testing.AllocsPerRun(200, func() {
+			if _, err := NewMutex(b, "order-12345"); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	}
+	if n > 11 {
+		t.Errorf("NewMutex: %.0f allocations, want at most 11", n)
+	}
+}
