@@ -41,8 +41,10 @@ type fairSemaphore struct {
 // on its first attempt and keeps its place while it waits; its ticket is
 // heartbeated by its attempts (every third of the waiter timeout, see
 // WithWaiterTimeout), so an abandoned waiter drops out after the timeout.
-// The first limit live tickets hold. It never over-grants and never
-// starves a waiter. TryAcquire succeeds only when a permit is free and
+// The first limit live tickets hold. A release grants the waiters it lets
+// in at once and wakes each alone with a message carrying its grant's
+// fence, on which it holds without another attempt (as a Mutex's waiter
+// does). It never over-grants and never starves a waiter. TryAcquire succeeds only when a permit is free and
 // nobody is queued ahead, and leaves no ticket behind.
 //
 // AcquireN keeps arrival order with weights, as
