@@ -98,7 +98,7 @@ func (l Layout) KeysOf(prefix, name string) []string {
 // for one use (a Mutex per entity name), so its construction counts.
 func (l Layout) names(prefix, name string) []string {
 	base := KeyBase(prefix, name)
-	n := (len(base)+len(l.Sub))*(len(l.Keys)+1) + len(":rel")
+	n := (len(base)+len(l.Sub))*(len(l.Keys)+1) + len(channelSuffix)
 	for _, k := range l.Keys {
 		n += len(k.Suffix)
 	}
@@ -111,7 +111,7 @@ func (l Layout) names(prefix, name string) []string {
 	}
 	b.WriteString(base)
 	b.WriteString(l.Sub)
-	b.WriteString(":rel")
+	b.WriteString(channelSuffix)
 	all, stem := b.String(), len(base)+len(l.Sub)
 	out := make([]string, len(l.Keys)+1)
 	for i, k := range l.Keys {
@@ -123,7 +123,12 @@ func (l Layout) names(prefix, name string) []string {
 
 // Channel is the channel the primitive's releases are published on, and
 // its waiters listen to.
-func (l Layout) Channel(prefix, name string) string { return KeyBase(prefix, name) + l.Sub + ":rel" }
+func (l Layout) Channel(prefix, name string) string {
+	return KeyBase(prefix, name) + l.Sub + channelSuffix
+}
+
+// channelSuffix ends a primitive's channel (see Channel and names).
+const channelSuffix = ":rel"
 
 // KeyBase is the hash-tagged root of a primitive's keys: prefix{name}, the
 // name escaped so that a '{' or '}' inside it cannot move the tag ('%',

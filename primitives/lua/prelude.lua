@@ -41,6 +41,15 @@ local function digest(tok)
   return string.sub(redis.sha1hex(tok), 1, $DIGEST_HEX)
 end
 
+--@ target uses digest
+-- target is the message of a hand-over to tok: "=digest fence hand", the
+-- new holder named by digest, then the grant's fence and how long the
+-- server holds the grant from now, ms (a number or its string). A waiting acquisition holds on it
+-- (primitives.handedLease), so hand_over and fair_hand_over both send it.
+local function target(tok, f, hand)
+  return '$TARGET' .. digest(tok) .. ' ' .. string.format('%.0f', f) .. ' ' .. string.format('%.0f', tonumber(hand))
+end
+
 --@ fence_ok
 -- fence_ok reports whether the fence counter at key can be raised: absent
 -- or an integer (never raises, whatever the key holds).
@@ -106,7 +115,7 @@ local function dequeue(q, qlive, entry)
   if redis.pcall('ZREM', q, entry) == 1 then redis.call('ZREM', qlive, entry) end
 end
 
---@ hand_over uses now_ms digest queue_len fence_ok raise_fence
+--@ hand_over uses now_ms target queue_len fence_ok raise_fence
 -- hand_over frees the mutex lock held by tok, KEYS[k] being the lock and
 -- KEYS[k+1], KEYS[k+3], KEYS[k+5], KEYS[k+6] its fence counter,
 -- annotation, wait queue and liveness (the Mutex key layout). It gives
@@ -138,7 +147,7 @@ local function hand_over(k, tok, chan, hand, ret)
         local f = raise_fence(KEYS[k+1], ret)
         redis.call('SET', KEYS[k], t, 'PX', hand)
         redis.call('DEL', KEYS[k+3])
-        redis.call('PUBLISH', box or chan, '$TARGET' .. digest(t) .. ' ' .. string.format('%.0f', f) .. ' ' .. hand)
+        redis.call('PUBLISH', box or chan, target(t, f, hand))
         return t, f, head
       end
     end
@@ -271,18 +280,16 @@ local function fair_ahead(q, wkey, holders, tok, limit, most)
   end
 end
 
---@ fair_hand_over uses digest raise_fence weight_of
+--@ fair_hand_over uses target raise_fence weight_of
 -- fair_hand_over runs once a FairSemaphore holder or queued waiter has
 -- left, or its limit was raised (KEYS as fair_acquire): going down the
 -- queue from its head while the permits counted stay within limit, every
 -- live waiting ticket that fits is granted its permits at once (fence,
 -- holder entry, at most confirm ms of liveness to confirm in) and woken
 -- alone by a message on its process's inbox (without one: on chan) naming
--- it by digest, followed by the grant's fence and its liveness from now,
--- ms: "=digest fence hand", as hand_over's (a waiting acquisition holds on
--- it, see mutex_attempt's reply and fair_acquire's); the first live waiting ticket that does not fit stops it,
--- so a large request at the head is never overtaken by smaller ones behind
--- it. A waiting ticket heavier than limit (SetLimit lowered it) is passed
+-- it by digest, with the grant's fence and its liveness (see target); the
+-- first live waiting ticket that does not fit stops it, so a large request
+-- at the head is never overtaken by smaller ones behind it. A waiting ticket heavier than limit (SetLimit lowered it) is passed
 -- over; dead waiting tickets met on the way are dropped. Holders count
 -- with their weight and keep their place. ret is the fence counter's
 -- retention (see raise_fence).
@@ -306,7 +313,7 @@ local function fair_hand_over(now, limit, chan, confirm, ret)
           redis.call('ZADD', KEYS[2], until_ms, w)
           local box = redis.call('HGET', KEYS[8], w)
           redis.call('HDEL', KEYS[8], w)
-          redis.call('PUBLISH', box or chan, '$TARGET' .. digest(w) .. ' ' .. string.format('%.0f', f) .. ' ' .. string.format('%.0f', until_ms - now))
+          redis.call('PUBLISH', box or chan, target(w, f, until_ms - now))
           used = used + n
         end
         i = i + 1
