@@ -299,8 +299,8 @@ func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 // release wakes the new holder alone, not every waiting client: a Mutex's
 // new holder holds on the release's message alone (a hand-over in two
 // requests, the waiter's queueing attempt and the release: no attempt
-// more). The waiter timeout is
-// long, so no waiter re-attempts on its own timer during the test.
+// more). The waiter timeout is long, so no waiter re-attempts on its own
+// timer during the test.
 func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	const waiters = 6
 	ctx := ctxT(t, time.Minute)

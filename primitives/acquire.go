@@ -349,8 +349,8 @@ func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h 
 }
 
 // noteCounter keeps, from a waiting attempt's reply that found the
-// primitive held (a Mutex's or a FairSemaphore's), the fence counter it saw and when the attempt began (see
-// attempt.heldStart).
+// primitive held (a Mutex's or a FairSemaphore's), the fence counter it
+// saw and when the attempt began (see attempt.heldStart).
 func noteCounter(at *attempt, v backend.Value, start time.Time) {
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) != 4 || a[0] != int64(0) {

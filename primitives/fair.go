@@ -44,8 +44,9 @@ type fairSemaphore struct {
 // The first limit live tickets hold. A release grants the waiters it lets
 // in at once and wakes each alone with a message carrying its grant's
 // fence, on which it holds without another attempt (as a Mutex's waiter
-// does). It never over-grants and never starves a waiter. TryAcquire succeeds only when a permit is free and
-// nobody is queued ahead, and leaves no ticket behind.
+// does). It never over-grants and never starves a waiter. TryAcquire
+// succeeds only when a permit is free and nobody is queued ahead, and
+// leaves no ticket behind.
 //
 // AcquireN keeps arrival order with weights, as
 // golang.org/x/sync/semaphore.Weighted does: a ticket for n permits holds
