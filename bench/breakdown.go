@@ -29,6 +29,11 @@ import (
 //     needs;
 //   - release marker: SET of the released token for a minute, which lets
 //     a retried release whose reply was lost report success.
+//
+// And one fence written another way: the counter set to the server's
+// clock with SET … GET, its previous value read by the same command, and
+// raised past it only when the clock is behind (no INCR): what dropping
+// the INCR from the fence would save.
 func breakdownContenders() []contender {
 	const (
 		givenBack = "if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return false end\n"
@@ -36,6 +41,17 @@ func breakdownContenders() []contender {
 		queue     = "redis.pcall('ZCARD', KEYS[6])\n"
 		marker    = "redis.call('SET', KEYS[3], ARGV[1], 'PX', 60000)\n"
 		del       = "redis.call('DEL', KEYS[1])\nreturn 1"
+		// noIncr is the fenced floor's acquire with the fence raised as
+		// described above (KEYS[2] the counter, ARGV[3] its retention).
+		noIncr = `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+local t = redis.call('TIME')
+local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local old = tonumber(redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3], 'GET'))
+if old and old >= f then
+  f = old + 1
+  redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])
+end
+return f`
 	)
 	variant := func(name, acquire, rel string) contender {
 		return contender{name: name, driver: "rueidis", floor: floorRueidis,
@@ -45,6 +61,7 @@ func breakdownContenders() []contender {
 	return []contender{
 		{name: floorRueidis, driver: "rueidis", open: openFloorRueidis},
 		variant("fenced floor", fenced, release+del),
+		variant("fenced floor, fence by TIME + SET…GET (no INCR)", noIncr, release+del),
 		variant("fenced floor + given-back check (ZSCORE)", givenBack+fenced, release+del),
 		variant("fenced floor + queue check (ZCARD)", fenced, release+queue+del),
 		variant("fenced floor + release marker (SET)", fenced, release+marker+del),

@@ -14,11 +14,12 @@ import (
 
 // uncontendedResult is one run of S1, S2 or S4.
 type uncontendedResult struct {
-	opsPerSec  float64 // lock+unlock pairs per second
-	sentPerOp  float64 // commands sent per pair, by the client hook
-	callsPerOp float64 // commandstats calls per pair, scripts' commands included
-	cpuPerOp   float64 // Redis CPU seconds per pair, all servers
-	errors     int64   // failed operations (timeouts): counted, not fatal
+	opsPerSec   float64 // lock+unlock pairs per second
+	sentPerOp   float64 // commands sent per pair, by the client hook
+	callsPerOp  float64 // commandstats calls per pair, scripts' commands included
+	cpuPerOp    float64 // Redis CPU seconds per pair, all servers
+	scriptPerOp float64 // seconds Redis spent in scripts per pair, all servers
+	errors      int64   // failed operations (timeouts): counted, not fatal
 }
 
 // maxErrors is how many failed operations a run tolerates before it is
@@ -97,11 +98,12 @@ func runUncontended(ctx context.Context, c contender, servers []*server, g int, 
 	st := after.sub(before)
 	n := float64(max(ops.Load(), 1))
 	return uncontendedResult{
-		opsPerSec:  float64(ops.Load()) / elapsed.Seconds(),
-		sentPerOp:  float64(sent.Load()+st.subscribe) / n,
-		callsPerOp: float64(st.calls) / n,
-		cpuPerOp:   st.cpu / n,
-		errors:     errs.Load(),
+		opsPerSec:   float64(ops.Load()) / elapsed.Seconds(),
+		sentPerOp:   float64(sent.Load()+st.subscribe) / n,
+		callsPerOp:  float64(st.calls) / n,
+		cpuPerOp:    st.cpu / n,
+		scriptPerOp: float64(st.scriptUsec) / 1e6 / n,
+		errors:      errs.Load(),
 	}, nil
 }
 
@@ -116,6 +118,7 @@ func sumStats(ctx context.Context, servers []*server) (serverStats, error) {
 		sum.calls += st.calls
 		sum.subscribe += st.subscribe
 		sum.cpu += st.cpu
+		sum.scriptUsec += st.scriptUsec
 	}
 	return sum, nil
 }

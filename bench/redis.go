@@ -104,7 +104,12 @@ type serverStats struct {
 	calls     int64   // commandstats calls, scripts' inner commands included, INFO excluded
 	subscribe int64   // (un)subscribe-family calls: sent by clients on their own connections
 	cpu       float64 // used_cpu_sys + used_cpu_user, seconds
-	byCommand map[string]int64
+	// scriptUsec is the time Redis spent running scripts (EVAL, EVALSHA
+	// and their read-only forms, the commands they run included), µs:
+	// the work a request asks for, where cpu also counts reading,
+	// parsing, replying and pub/sub delivery.
+	scriptUsec int64
+	byCommand  map[string]int64
 }
 
 // stats reads INFO commandstats and INFO cpu.
@@ -126,6 +131,13 @@ func (s *server) stats(ctx context.Context) (serverStats, error) {
 		}
 		st.calls += n
 		st.byCommand[name] = n
+		if scriptCommands[name] {
+			us, err := usecOf(v)
+			if err != nil {
+				return st, fmt.Errorf("parse %s=%s: %w", k, v, err)
+			}
+			st.scriptUsec += us
+		}
 		if strings.HasSuffix(name, "subscribe") {
 			st.subscribe += n
 		}
@@ -147,9 +159,24 @@ func (s *server) stats(ctx context.Context) (serverStats, error) {
 	return st, nil
 }
 
+// scriptCommands are the commands that run a script.
+var scriptCommands = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true}
+
+// usecOf reads the usec field of a commandstats value
+// ("calls=…,usec=…,usec_per_call=…").
+func usecOf(v string) (int64, error) {
+	for _, f := range strings.Split(v, ",") {
+		if us, ok := strings.CutPrefix(f, "usec="); ok {
+			return strconv.ParseInt(us, 10, 64)
+		}
+	}
+	return 0, errors.New("no usec field")
+}
+
 // sub is after minus before.
 func (a serverStats) sub(b serverStats) serverStats {
-	d := serverStats{calls: a.calls - b.calls, subscribe: a.subscribe - b.subscribe, cpu: a.cpu - b.cpu, byCommand: map[string]int64{}}
+	d := serverStats{calls: a.calls - b.calls, subscribe: a.subscribe - b.subscribe, cpu: a.cpu - b.cpu,
+		scriptUsec: a.scriptUsec - b.scriptUsec, byCommand: map[string]int64{}}
 	for k, v := range a.byCommand {
 		if v -= b.byCommand[k]; v != 0 {
 			d.byCommand[k] = v

@@ -175,8 +175,8 @@ func moduleVersion(path string) string {
 
 func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario string, targetRatio float64) {
 	fmt.Fprintf(w, "## %s\n\n", t.title)
-	fmt.Fprintln(w, "| contender | driver | lock+unlock/s | per round | × floor | commands sent/op | commandstats/op | Redis CPU/op | errors | target |")
-	fmt.Fprintln(w, "|---|---|---:|---|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| contender | driver | lock+unlock/s | per round | × floor | commands sent/op | commandstats/op | Redis CPU/op | in scripts/op | errors | target |")
+	fmt.Fprintln(w, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	ops := make(map[string]float64, len(t.contenders))
 	for i, c := range t.contenders {
 		var xs []float64
@@ -186,7 +186,7 @@ func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario str
 		ops[c.name] = handoff.Median(xs)
 	}
 	for i, c := range t.contenders {
-		var sent, calls, cpu []float64
+		var sent, calls, cpu, script []float64
 		var errs int64
 		var perRound []string
 		for _, res := range t.results[i] {
@@ -195,6 +195,7 @@ func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario str
 			sent = append(sent, res.sentPerOp)
 			calls = append(calls, res.callsPerOp)
 			cpu = append(cpu, res.cpuPerOp*1e6)
+			script = append(script, res.scriptPerOp*1e6)
 		}
 		ratio, target := "1.00 (floor)", ""
 		if c.floor != "" {
@@ -205,8 +206,8 @@ func (r *report) writeUncontended(w io.Writer, t *uncontendedTable, scenario str
 					r.check(fmt.Sprintf("%s ≥ %.2fx floor", scenario, targetRatio), c.name, fmt.Sprintf("%.2fx", x), x >= targetRatio))
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.2f | %.2f | %.1f µs | %d | %s |\n",
-			c.name, c.driver, ops[c.name], strings.Join(perRound, " / "), ratio, handoff.Median(sent), handoff.Median(calls), handoff.Median(cpu), errs, target)
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %.2f | %.2f | %.1f µs | %.1f µs | %d | %s |\n",
+			c.name, c.driver, ops[c.name], strings.Join(perRound, " / "), ratio, handoff.Median(sent), handoff.Median(calls), handoff.Median(cpu), handoff.Median(script), errs, target)
 	}
 	fmt.Fprintln(w)
 	// latchkit against the fenced floor of its driver: what latchkit costs
@@ -260,12 +261,14 @@ func (r *report) writeContended(w io.Writer) {
 		"Self-reacquire: grants to the client that released just before. Max wait: the longest lock call, "+
 		"or wait still pending at the end, worst of all rounds. Commands sent: counted by client hooks, plus "+
 		"the SUBSCRIBE family from commandstats; commandstats total also counts the commands scripts run. "+
+		"In scripts: the time Redis spent running EVAL/EVALSHA (commandstats usec, the commands they run included); "+
+		"the rest of Redis CPU is reading requests, replying, pub/sub delivery and the event loop. "+
 		"Gave up: lock calls the library abandoned by itself (the harness calls again, and the wait goes on). "+
 		"Errors are counted, not fatal; sums over all rounds. "+
 		"Violations: grants while another client held the lock (must be 0).")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| contender | acquisitions/s | handoffs/s | handoff p50 | handoff p99 | self-reacquire | max wait | commands sent/acq | commandstats/acq | Redis CPU/acq | Redis CPU/handoff | gave up | release errors | violations |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| contender | acquisitions/s | handoffs/s | handoff p50 | handoff p99 | self-reacquire | max wait | commands sent/acq | commandstats/acq | Redis CPU/acq | Redis CPU/handoff | in scripts/handoff | gave up | release errors | violations |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	// Redis CPU per acquisition, median over the rounds, by contender: the
 	// target compares latchkit's with redsync's in the same run.
 	cpuOf := map[string]float64{}
@@ -277,7 +280,7 @@ func (r *report) writeContended(w io.Writer) {
 		cpuOf[c.name] = handoff.Median(cpu)
 	}
 	for i, c := range r.s3.contenders {
-		var acq, hps, p50, p99, self, sent, total, cpu, cpuHand []float64
+		var acq, hps, p50, p99, self, sent, total, cpu, cpuHand, scriptHand []float64
 		var maxWait time.Duration
 		gaveUp, releaseErrs, violations := 0, 0, 0
 		for _, res := range r.s3.results[i] {
@@ -292,14 +295,15 @@ func (r *report) writeContended(w io.Writer) {
 			total = append(total, float64(res.server.calls)/n)
 			cpu = append(cpu, res.server.cpu/n*1e6)
 			cpuHand = append(cpuHand, res.server.cpu/float64(max(res.Handoffs, 1))*1e6)
+			scriptHand = append(scriptHand, float64(res.server.scriptUsec)/float64(max(res.Handoffs, 1)))
 			maxWait = max(maxWait, res.MaxWait)
 			gaveUp += res.GaveUp
 			releaseErrs += res.ReleaseErrs
 			violations += res.Violations
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %.1f%% | %s | %.2f | %.2f | %.0f µs | %.0f µs | %d | %d | %d |\n",
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %.1f%% | %s | %.2f | %.2f | %.0f µs | %.0f µs | %.0f µs | %d | %d | %d |\n",
 			c.name, handoff.Median(acq), handoff.Median(hps), ms(handoff.Median(p50)), ms(handoff.Median(p99)), 100*handoff.Median(self),
-			ms(float64(maxWait)), handoff.Median(sent), handoff.Median(total), handoff.Median(cpu), handoff.Median(cpuHand), gaveUp, releaseErrs, violations)
+			ms(float64(maxWait)), handoff.Median(sent), handoff.Median(total), handoff.Median(cpu), handoff.Median(cpuHand), handoff.Median(scriptHand), gaveUp, releaseErrs, violations)
 		if !c.latchkit {
 			continue
 		}

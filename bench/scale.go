@@ -202,11 +202,12 @@ func (r *report) writeScale(w io.Writer) {
 		maxConns = max(maxConns, n)
 	}
 	perHandover := s.server.cpu / float64(s.handovers)
-	fmt.Fprintln(w, "| waiters served | queued in | drained in | hand-overs/s | pub/sub connections per process | Redis CPU per hand-over | commandstats per hand-over | errors |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|")
-	fmt.Fprintf(w, "| %d of %d | %v | %v | %.0f | %v | %s | %.2f | %d |\n\n", s.served, s.cfg.waiters,
+	fmt.Fprintln(w, "| waiters served | queued in | drained in | hand-overs/s | pub/sub connections per process | Redis CPU per hand-over | in scripts per hand-over | commandstats per hand-over | errors |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| %d of %d | %v | %v | %.0f | %v | %s | %s | %.2f | %d |\n\n", s.served, s.cfg.waiters,
 		s.queued.Round(time.Millisecond), s.drain.Round(time.Millisecond), float64(s.handovers)/s.drain.Seconds(),
-		s.pubsubByProc, fmtMicros(perHandover), float64(s.server.calls)/float64(s.handovers), s.errors)
+		s.pubsubByProc, fmtMicros(perHandover), fmtMicros(float64(s.server.scriptUsec)/1e6/float64(s.handovers)),
+		float64(s.server.calls)/float64(s.handovers), s.errors)
 	r.check("S5 every waiter served", "latchkit Mutex, go-redis", fmt.Sprintf("%d of %d", s.served, s.cfg.waiters), s.served == int64(s.cfg.waiters) && s.errors == 0)
 	r.check("S5 pub/sub connections per process ≤ 2", "latchkit Mutex, go-redis", strconv.Itoa(maxConns), maxConns <= 2)
 	if ref, ok := r.s3HandoverCPU("latchkit Mutex, go-redis"); ok {
