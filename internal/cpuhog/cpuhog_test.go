@@ -1,6 +1,7 @@
 package cpuhog
 
 import (
+	"os"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -10,7 +11,9 @@ func TestStartKills(t *testing.T) {
 	var pids []int
 	t.Run("hog", func(t *testing.T) {
 		Start(t, 2)
-		out, err := exec.Command("pgrep", "-f", "while :; do :; done").Output()
+		// Only this process's children: other tests' busy processes
+		// (go test runs packages side by side) are not ours to count.
+		out, err := exec.Command("pgrep", "-P", strconv.Itoa(os.Getpid()), "-f", "while :; do :; done").Output()
 		if err != nil || len(out) == 0 {
 			t.Fatalf("no busy process found: %v", err)
 		}
@@ -18,6 +21,9 @@ func TestStartKills(t *testing.T) {
 			if n, err := strconv.Atoi(f); err == nil {
 				pids = append(pids, n)
 			}
+		}
+		if len(pids) != 2 {
+			t.Fatalf("found %d busy children, want 2: %q", len(pids), out)
 		}
 	})
 	for _, pid := range pids {
