@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
+
+	"github.com/latchkit/latchkit/internal/proc"
 )
 
 // Start starts n busy processes and kills them (by pid) when t ends.
@@ -16,7 +18,7 @@ func Start(t testing.TB, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		cmd := exec.Command("sh", "-c", "while :; do :; done")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = proc.Attr()
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("cpuhog: %v", err)
 		}

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit/internal/proc"
 )
 
 // Available reports whether redis-server is on PATH.
@@ -111,7 +113,7 @@ func (s *Server) start() error {
 		"--daemonize", "no"),
 		s.args...)
 	cmd := exec.Command("redis-server", args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = proc.Attr()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
