@@ -161,7 +161,7 @@ var errUndecided = &backend.Error{Class: backend.ErrUnavailable, Cause: errors.N
 // many do not that none can), every instance answered, or stop is done. A
 // slow or hung instance then holds up nobody: its call goes on, its answer
 // unused.
-func (r *redlock) decide(stop, calls context.Context, timeout time.Duration, f func(ctx context.Context, b backend.Backend) (bool, error)) ([]bool, []error) {
+func (r *redlock) decide(stop, calls context.Context, timeout time.Duration, f func(ctx context.Context, i int, b backend.Backend) (bool, error)) ([]bool, []error) {
 	ctx := calls
 	type answer struct {
 		i    int
@@ -173,7 +173,7 @@ func (r *redlock) decide(stop, calls context.Context, timeout time.Duration, f f
 		go func() {
 			ictx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			held, err := f(ictx, b)
+			held, err := f(ictx, i, b)
 			answers <- answer{i, held, instanceErr(ctx, err)}
 		}()
 	}
@@ -327,13 +327,23 @@ func countRefused(votes []vote, errs []error) int {
 	return n
 }
 
+// channelOf is the release channel the scripts publish on at instance i:
+// the first instance's, where waiters listen (see NewRedlock), and none
+// ("") elsewhere, where a message would be work nobody hears.
+func (r *redlock) channelOf(i int) string {
+	if i == 0 {
+		return r.m.channel
+	}
+	return ""
+}
+
 // releaseAll releases token on every instance, after a failed attempt:
 // those that did not answer may have granted it.
 func (r *redlock) releaseAll(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.m.channel, r.m.handArg, r.cfg.retArg}))
+	each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (bool, error) {
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, r.cfg.retArg}))
 	})
 }
 
@@ -341,8 +351,8 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 // every instance and remembered there, so that a late copy of an attempt
 // that did not answer in time is refused.
 func (r *redlock) giveBack(ctx context.Context, token string) error {
-	_, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (struct{}, error) {
-		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.m.channel, r.m.handArg, "", "1", r.cfg.retArg})
+	_, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "1", r.cfg.retArg})
 		return struct{}{}, err
 	})
 	return errors.Join(errs...)
@@ -374,18 +384,18 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 }
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	held, errs := r.decide(ctx, ctx, r.opTimeout(), func(ctx context.Context, b backend.Backend) (bool, error) {
+	held, errs := r.decide(ctx, ctx, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
 		return flag(b.Eval(ctx, mutexExtend, r.m.keys, extendArgs(token, ttl)))
 	})
 	return r.quorumOf(held, errs)
 }
 
 func (r *redlock) release(ctx context.Context, token string) (bool, error) {
-	args := []string{token, r.m.channel, r.m.handArg, r.cfg.retArg}
+	args := func(i int) []string { return []string{token, r.channelOf(i), r.m.handArg, r.cfg.retArg} }
 	// The instances not yet heard from when the quorum is decided still get
 	// the release, past the caller's context (see decide).
-	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, args))
+	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (bool, error) {
+		return flag(b.Eval(ctx, mutexRelease, r.m.keys, args(i)))
 	})
 	// An instance that could not be reached may still hold the lock: it
 	// is released there in the background while it cannot be reached (for
@@ -393,7 +403,7 @@ func (r *redlock) release(ctx context.Context, token string) (bool, error) {
 	// says, so that it does not block the next grant.
 	for i, err := range errs {
 		if errors.Is(err, backend.ErrUnavailable) && err != errUndecided {
-			b := r.bs[i]
+			b, args := r.bs[i], args(i)
 			go retryGiveBack(context.WithoutCancel(ctx), token, func(ctx context.Context, _ string) error {
 				_, err := b.Eval(ctx, mutexRelease, r.m.keys, args)
 				return err

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 )
@@ -208,6 +211,80 @@ func TestRedlockUncontendedGrantRaisesNoFence(t *testing.T) {
 	for i, c := range counts {
 		if n := c.n.Load(); n != 0 {
 			t.Errorf("instance %d: %d fence raises over 20 uncontended grants, want 0", i+1, n)
+		}
+	}
+}
+
+// A Redlock's waiters listen for release messages on the first instance
+// only (see NewRedlock), so a release, a failed attempt's release and a
+// give-back publish there and nowhere else: on the other instances the
+// PUBLISH would be work nobody hears. Counted by a subscriber on each
+// instance's release channel.
+func TestRedlockPublishesOnlyOnTheFirstInstance(t *testing.T) {
+	const n = 5
+	var bs []backend.Backend
+	var minis []*miniredis.Miniredis
+	for range n {
+		m, b := newMiniBackend(t)
+		minis = append(minis, m)
+		bs = append(bs, b)
+	}
+	ml, err := NewRedlock(bs, "p", WithAutoExtend(false), WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := ml.(*redlock)
+	ctx := context.Background()
+	var heard [n]atomic.Int32
+	for i, m := range minis {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { c.Close() })
+		sub := c.Subscribe(ctx, rl.m.channel)
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ch := sub.Channel()
+		go func() {
+			for range ch {
+				heard[i].Add(1)
+			}
+		}()
+		t.Cleanup(func() { sub.Close() })
+	}
+	// A release.
+	l, err := rl.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A failed attempt's release, and a give-back, of a token that holds.
+	for _, give := range []func(string){
+		func(tok string) { rl.releaseAll(ctx, tok) },
+		func(tok string) {
+			if err := rl.giveBack(ctx, tok); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		tok := newToken()
+		for _, m := range minis {
+			m.Set(rl.m.keys[0], tok)
+		}
+		give(tok)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for heard[0].Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // room for a message on the others
+	if got := heard[0].Load(); got != 3 {
+		t.Errorf("first instance: %d release messages, want 3 (release, failed attempt's release, give-back)", got)
+	}
+	for i := 1; i < n; i++ {
+		if got := heard[i].Load(); got != 0 {
+			t.Errorf("instance %d: %d release messages nobody listens for, want 0", i+1, got)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 --@uses hand_over
 -- The release of a Mutex, and of each instance of a Redlock.
 -- KEYS as mutex_acquire (a Redlock passes the first five).
--- ARGV: 1 token, 2 the release channel, 3 how long a lock handed over
+-- ARGV: 1 token, 2 the release channel ('' for none: a Redlock's
+-- instances but the first, where nobody listens), 3 how long a lock handed over
 -- waits for its new holder to confirm, ms, 4 the fence counter's retention
 -- ms.
 -- Reply: 1 released (now, or by an earlier try of this release whose reply
