@@ -52,6 +52,11 @@ const (
 	opRelease                // Release: true, or ErrLeaseLost (false)
 	giveUpTake               // a failed call may have taken a permit...
 	giveUpEnd                // ...and has given it back when it returns
+	// releaseUnknown is a Release that failed with its outcome unknown
+	// (Redis did not answer): the permit was freed at some instant from
+	// its call until the lease's TTL ran out (renewals stop at a failed
+	// Release), which the harness records as its return.
+	releaseUnknown
 )
 
 // semOutput is an operation's outcome: for an acquire, granted or not
@@ -94,6 +99,9 @@ func semModel(limit int) porcupine.Model {
 					s.held &^= me
 					return []any{s}
 				}
+			case releaseUnknown:
+				s.held &^= me
+				return []any{s}
 			case giveUpTake:
 				next := []any{s} // took nothing
 				if g := ghostBit(in.client, in.seq); s.ended[in.client] != in.seq && s.ghosts&g == 0 && n < limit {
@@ -123,6 +131,8 @@ func semModel(limit int) porcupine.Model {
 				return fmt.Sprintf("%d acquire -> %v", in.client, out.ok)
 			case opRelease:
 				return fmt.Sprintf("%d release -> %v", in.client, out.ok)
+			case releaseUnknown:
+				return fmt.Sprintf("%d release -> unknown (freed by its TTL at the latest)", in.client)
 			case giveUpTake:
 				return fmt.Sprintf("%d failed call #%d: may take", in.client, in.seq)
 			default:
@@ -170,6 +180,9 @@ type recorded struct {
 // holds it, nothing renews it) lasts its TTL, 30 s here, and is caught.
 const giveUpGrace = 100 * time.Millisecond
 
+// linTTL is the TTL of the clients' leases in the linearizability runs.
+const linTTL = 30 * time.Second
+
 // record runs clients concurrently, each taking and giving back the
 // primitive through its own acquisition for d, and returns the history.
 // An acquisition that fails with ErrNotAcquired is a single attempt that
@@ -185,8 +198,11 @@ func record(t *testing.T, clients []linClient, d time.Duration) recorded {
 	add := func(c int, in semInput, call int64, out semOutput) {
 		mu.Lock()
 		ret := now()
-		if in.kind == giveUpEnd {
+		switch in.kind {
+		case giveUpEnd:
 			ret += int64(giveUpGrace)
+		case releaseUnknown:
+			ret += int64(linTTL)
 		}
 		rec.ops = append(rec.ops, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
 		mu.Unlock()
@@ -240,11 +256,12 @@ func record(t *testing.T, clients []linClient, d time.Duration) recorded {
 				time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
 				call = now()
 				err = release(ctx)
-				add(c, semInput{client: c, kind: opRelease}, call, semOutput{err == nil})
 				if err != nil && !errors.Is(err, latchkit.ErrLeaseLost) {
+					add(c, semInput{client: c, kind: releaseUnknown, note: err.Error()}, call, semOutput{})
 					t.Errorf("client %d release: %v", c, err)
 					return
 				}
+				add(c, semInput{client: c, kind: opRelease}, call, semOutput{err == nil})
 			}
 		}()
 	}
@@ -288,7 +305,7 @@ func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, wa
 			px = faultproxy.Start(t, srv.Addr)
 			addr = px.Addr
 		}
-		lock, try, _, err := p.open(ds[c%len(ds)].new(t, addr), c, primitives.WithTTL(30*time.Second))
+		lock, try, _, err := p.open(ds[c%len(ds)].new(t, addr), c, primitives.WithTTL(linTTL))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +604,7 @@ func classifyIllegal(ops []porcupine.Operation, limit int) string {
 		switch {
 		case in.kind == opAcquire && out.ok:
 			open[in.client] = op
-		case in.kind == opRelease:
+		case in.kind == opRelease || in.kind == releaseUnknown:
 			if g, ok := open[in.client]; ok {
 				if out.ok { // a release that found the lease gone proves nothing about how long it held
 					sure = append(sure, span{in.client, g.Return, op.Call})

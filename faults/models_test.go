@@ -31,6 +31,7 @@ func modelHist(steps ...modelStep) []porcupine.Operation {
 func semAcq(c int) semInput              { return semInput{client: c, kind: opAcquire} }
 func semRel(c int) semInput              { return semInput{client: c, kind: opRelease} }
 func semTake(c int, seq uint32) semInput { return semInput{client: c, kind: giveUpTake, seq: seq} }
+func semRelUnknown(c int) semInput       { return semInput{client: c, kind: releaseUnknown} }
 func semEnd(c int, seq uint32) semInput  { return semInput{client: c, kind: giveUpEnd, seq: seq} }
 
 func TestSemModel(t *testing.T) {
@@ -95,6 +96,21 @@ func TestSemModel(t *testing.T) {
 			modelStep{1, semAcq(1), true, 32, 34},
 			modelStep{2, semAcq(2), false, 40, 50}, // both failed calls' grants and 1's
 		), true},
+		// A Release whose outcome is unknown (Redis unreachable) may have
+		// freed the permit at any instant of its interval, which the
+		// harness ends when the lease's TTL would have.
+		{"a release of unknown outcome frees within its interval", 1, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{0, semRelUnknown(0), false, 20, 1000},
+			modelStep{1, semAcq(1), true, 100, 110},
+		), true},
+		{"...or later: refusals meanwhile", 1, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{0, semRelUnknown(0), false, 20, 1000},
+			modelStep{1, semAcq(1), false, 100, 110}, modelStep{1, semAcq(1), true, 500, 510},
+		), true},
+		{"...but never two holders at once", 1, modelHist(
+			modelStep{0, semAcq(0), true, 0, 10}, modelStep{0, semRelUnknown(0), false, 20, 1000},
+			modelStep{1, semAcq(1), true, 100, 110}, modelStep{2, semAcq(2), true, 200, 210},
+		), false},
 		{"two permits", 2, modelHist(
 			modelStep{0, semAcq(0), true, 0, 10}, modelStep{1, semAcq(1), true, 0, 10}, modelStep{2, semAcq(2), false, 20, 30},
 		), true},
