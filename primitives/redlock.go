@@ -391,7 +391,9 @@ func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (
 }
 
 func (r *redlock) release(ctx context.Context, token string) (bool, error) {
-	args := func(i int) []string { return []string{token, r.channelOf(i), r.m.handArg, r.cfg.retArg} }
+	// The first instance's arguments, and the others' (no channel).
+	both := [2][]string{{token, r.channelOf(0), r.m.handArg, r.cfg.retArg}, {token, r.channelOf(1), r.m.handArg, r.cfg.retArg}}
+	args := func(i int) []string { return both[min(i, 1)] }
 	// The instances not yet heard from when the quorum is decided still get
 	// the release, past the caller's context (see decide).
 	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (bool, error) {

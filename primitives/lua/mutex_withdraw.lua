@@ -9,8 +9,8 @@
 -- KEYS as mutex_acquire (a Redlock passes the first five).
 -- ARGV: 1 token, 2 the release channel ('' for none, see mutex_release),
 -- 3 hand ms (see mutex_release), 4 the queue entry ("" for none: a
--- TryLock, a Redlock), 5 "1" at the end
--- of the acquisition, 6 the fence counter's retention ms.
+-- TryLock, a Redlock), 5 "1" at the end of the acquisition, 6 the fence
+-- counter's retention ms.
 -- Reply: 0.
 local mine = redis.call('GET', KEYS[1]) == ARGV[1]
 redis.call('ZCARD', KEYS[5])

@@ -128,9 +128,10 @@ end
 -- more, when the fence shows the hand-over came after its last attempt
 -- (see mutex_attempt's reply). Without a queue (a Redlock's keys: KEYS[k+5] absent) or
 -- with an empty one, it deletes the lock; without a queue it also wakes a
--- waiter per process on chan, unless chan is '' (a Redlock's instances but
--- the first, where nobody listens). When it handed the lock over it returns the
--- new holder's token, its fence and its queue entry; otherwise false.
+-- waiter per process on chan, unless chan is '' (a Redlock's instances
+-- but the first, where nobody listens). When it handed the lock over it
+-- returns the new holder's token, its fence and its queue entry;
+-- otherwise false.
 -- ret is the retention of the fence counter (see raise_fence).
 local function hand_over(k, tok, chan, hand, ret)
   local q, qlive = KEYS[k+5], KEYS[k+6]
