@@ -384,7 +384,11 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 }
 
 func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	held, errs := r.decide(ctx, ctx, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
+	// The instances not yet heard from when the quorum is decided still get
+	// the extension, past the caller's context (see decide): a call
+	// dropped there would let the slowest instance's key run out, renewal
+	// after renewal, and leave the lease on a bare quorum.
+	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
 		return flag(b.Eval(ctx, mutexExtend, r.m.keys, extendArgs(token, ttl)))
 	})
 	return r.quorumOf(held, errs)

@@ -301,3 +301,62 @@ func TestRedlockPublishesOnlyOnTheFirstInstance(t *testing.T) {
 		}
 	}
 }
+
+// slowEval delays every Eval of one instance by d before sending it, as a
+// farther instance does (another zone); a call whose context ends during
+// the delay is not sent.
+type slowEval struct {
+	backend.Backend
+	d time.Duration
+}
+
+func (s *slowEval) Eval(ctx context.Context, sc *backend.Script, keys, args []string) (backend.Value, error) {
+	select {
+	case <-time.After(s.d):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Backend.Eval(ctx, sc, keys, args)
+}
+
+// A renewal is decided by the quorum's answers (a hung instance holds up
+// nobody), but the slowest instance must still be extended: were its call
+// dropped once the quorum answered, its key would run out and the lease
+// would live on a bare quorum, lost as soon as one more instance hangs.
+// Three instances, the third 30 ms slower than the others, a lease of
+// 300 ms renewed for 5 TTLs: the third still holds it.
+func TestRedlockRenewalExtendsTheSlowestInstance(t *testing.T) {
+	var bs []backend.Backend
+	var minis []*miniredis.Miniredis
+	for i := range 3 {
+		m, b := newMiniBackend(t)
+		minis = append(minis, m)
+		if i == 2 {
+			b = &slowEval{Backend: b, d: 30 * time.Millisecond}
+		}
+		bs = append(bs, b)
+	}
+	ml, err := NewRedlock(bs, "slow", WithTTL(300*time.Millisecond), WithInstanceTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := ml.(*redlock)
+	ctx := context.Background()
+	l, err := rl.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	key := rl.m.keys[0]
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		for _, m := range minis {
+			m.FastForward(20 * time.Millisecond) // miniredis's keys expire only when told time passed
+		}
+		if l.Context().Err() != nil {
+			t.Fatalf("lease lost while every instance answers: %v", context.Cause(l.Context()))
+		}
+		if v, err := minis[2].Get(key); err != nil || v != l.(interface{ Token() string }).Token() {
+			t.Fatalf("the slowest instance no longer holds the lease (%q, %v): its extensions were dropped", v, err)
+		}
+	}
+}
