@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/faultproxy"
@@ -61,6 +63,11 @@ type manyRig struct {
 	holder, other []backend.Backend
 	// doomed says whether a lease of k over names is cut off by the fault.
 	doomed func(k kind, names []string) bool
+	// doomedAtFault, when set, looks again just before the fault at a
+	// lease doomed did not doom: whether what it holds then is cut off
+	// (a Redlock granted by a bare quorum that includes the instance
+	// about to hang).
+	doomedAtFault func(k kind, names []string, l latchkit.Lease) bool
 	// inject starts the fault, heal ends it.
 	inject, heal func()
 	// healBeforeCheckingContenders: the contenders of doomed leases can be
@@ -77,7 +84,10 @@ type manyRig struct {
 //   - on a 3-master Redis Cluster (and 3 standalone instances for the
 //     Redlocks), node A hangs (SIGSTOP), and so does one Redlock instance:
 //     every lease with a name on A is doomed, the others (and every Redlock,
-//     which keeps its quorum) must stay live;
+//     which keeps its quorum) must stay live; but a Redlock that holds only
+//     a bare quorum including the hanging instance when the fault begins
+//     is doomed too (an attempt or renewal can get through to a quorum
+//     but not to every instance);
 //   - on one Redis (and 3 for the Redlocks), only the holding client is
 //     partitioned (its connections black-holed): all its leases are doomed,
 //     while another client's leases (bystanders) stay live.
@@ -108,8 +118,13 @@ func TestTimelyManyLeases(t *testing.T) {
 			keepHealthyNodesServing(t, cl)
 			m := newClusterMap(t, cl)
 			var rl []*redistest.Server
+			rlRead := map[*redistest.Server]*redis.Client{} // to read which instances hold a Redlock
 			for range 3 {
-				rl = append(rl, redistest.Start(t))
+				s := redistest.Start(t)
+				rl = append(rl, s)
+				c := redis.NewClient(&redis.Options{Addr: s.Addr})
+				t.Cleanup(func() { c.Close() })
+				rlRead[s] = c
 			}
 			r := &manyRig{
 				holder: []backend.Backend{cd.new(t, cl.Addrs)},
@@ -124,6 +139,18 @@ func TestTimelyManyLeases(t *testing.T) {
 						}
 					}
 					return false
+				},
+				doomedAtFault: func(k kind, names []string, l latchkit.Lease) bool {
+					if k.instances == 1 {
+						return false
+					}
+					held := 0
+					for _, s := range rl[1:] {
+						if v, _ := rlRead[s].Get(context.Background(), primitives.KeyBase(manyPrefix, names[0])).Result(); v == l.Token() {
+							held++
+						}
+					}
+					return held < 2
 				},
 				inject:                       func() { cl.Nodes[0].Pause(); rl[0].Pause() },
 				heal:                         func() { cl.Nodes[0].Resume(); rl[0].Resume() },
@@ -162,9 +189,12 @@ func TestTimelyManyLeases(t *testing.T) {
 	}
 }
 
+// manyPrefix is the key prefix of TestTimelyManyLeases's primitives.
+const manyPrefix = "m:"
+
 func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, faults string) {
 	const (
-		prefix = "m:"
+		prefix = manyPrefix
 		callDL = 200 * time.Millisecond
 	)
 	seed := uint64(time.Now().UnixNano())
@@ -269,6 +299,14 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 
 	// Let renewals run a while, then the fault.
 	sleepUntil(start.Add(size.spread + size.minTTL))
+	if r.doomedAtFault != nil {
+		for _, ml := range leases {
+			if !ml.doomed && r.doomedAtFault(ml.k, ml.names, ml.w.l) {
+				ml.doomed = true
+				t.Logf("%s %v (TTL %v) holds a bare quorum with the instance about to hang: doomed", ml.k.name, ml.names, ml.ttl)
+			}
+		}
+	}
 	r.inject()
 	faultAt := time.Now()
 	healed := false
