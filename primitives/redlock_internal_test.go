@@ -324,7 +324,7 @@ func (s *slowEval) Eval(ctx context.Context, sc *backend.Script, keys, args []st
 // dropped once the quorum answered, its key would run out and the lease
 // would live on a bare quorum, lost as soon as one more instance hangs.
 // Three instances, the third 30 ms slower than the others, a lease of
-// 300 ms renewed for 5 TTLs: the third still holds it.
+// 500 ms renewed for 5 TTLs: the third still holds it.
 func TestRedlockRenewalExtendsTheSlowestInstance(t *testing.T) {
 	var bs []backend.Backend
 	var minis []*miniredis.Miniredis
@@ -336,7 +336,7 @@ func TestRedlockRenewalExtendsTheSlowestInstance(t *testing.T) {
 		}
 		bs = append(bs, b)
 	}
-	ml, err := NewRedlock(bs, "slow", WithTTL(300*time.Millisecond), WithInstanceTimeout(100*time.Millisecond))
+	ml, err := NewRedlock(bs, "slow", WithTTL(500*time.Millisecond), WithInstanceTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestRedlockRenewalExtendsTheSlowestInstance(t *testing.T) {
 	}
 	defer l.Release(ctx)
 	key := rl.m.keys[0]
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		for _, m := range minis {
 			m.FastForward(20 * time.Millisecond) // miniredis's keys expire only when told time passed
 		}
