@@ -1,0 +1,41 @@
+// Package lane tells a test which lane it runs in. The fast lane is plain
+// `go test ./...`: every behaviour once, at a small size, in minutes. The
+// long lane, `LATCHKIT_LONG=1 go test -timeout 60m ./...`, runs the same
+// tests at full size (every driver, every seed, the long durations) and the
+// deployments that take minutes to start (Cluster resharding, Sentinel
+// failover). A test shortened for the fast lane keeps its assertions: only
+// its size changes.
+package lane
+
+import (
+	"os"
+	"testing"
+)
+
+// Env is the environment variable that turns the long lane on ("1").
+const Env = "LATCHKIT_LONG"
+
+// Long reports whether the long lane is on.
+func Long() bool { return os.Getenv(Env) == "1" }
+
+// Pick returns fast in the fast lane and long in the long lane.
+func Pick[T any](fast, long T) T {
+	if Long() {
+		return long
+	}
+	return fast
+}
+
+// LongOnly skips t in the fast lane, saying why the test is long and how
+// to run it.
+func LongOnly(t testing.TB, why string) {
+	t.Helper()
+	if !Long() {
+		t.Skipf("long lane only (%s): run with %s=1", why, Env)
+	}
+}
+
+// Rotate returns the item of items that the i-th case of a fast-lane
+// matrix runs with (items[i mod len]), so that a matrix cut down to one
+// driver per scenario still covers every driver across its scenarios.
+func Rotate[T any](items []T, i int) T { return items[i%len(items)] }
