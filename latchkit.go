@@ -30,7 +30,8 @@ var (
 	// ErrLeaseLost is returned by Extend and Release when the lease expired
 	// or was taken before the call, and by a lease whose renewal failed.
 	ErrLeaseLost = errors.New("latchkit: lease lost")
-	// ErrInvalid marks a bad argument: an empty name, a TTL below 1ms, a
+	// ErrInvalid marks a bad argument: an empty name, a TTL below 3ms
+	// (primitives.MinTTL, for a constructor and for Extend), a
 	// limit or a latch's count below 1, a nil backend, a key holding
 	// another Redis type (or a hash that is not the primitive's). It is
 	// always wrapped with what was wrong and why; nothing was changed in
@@ -69,7 +70,8 @@ type Lease interface {
 	// It returns ErrLeaseLost when the lease is no longer held.
 	TTL(ctx context.Context) (time.Duration, error)
 	// Extend sets the lease's remaining time to ttl. It returns ErrLeaseLost
-	// when the lease is no longer held.
+	// when the lease is no longer held, and an error matching ErrInvalid,
+	// changing nothing, for a ttl below 3ms (primitives.MinTTL).
 	Extend(ctx context.Context, ttl time.Duration) error
 	// Release gives the lease up. It returns ErrLeaseLost when the lease had
 	// expired or been taken; a retried release whose first reply was lost

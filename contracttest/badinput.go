@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,133 @@ func testOddNames(t *testing.T, h Harness) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// testTTLAtOrBelowDrift: a TTL at or below the drift allowance (TTL/100 +
+// 2ms) makes a lease that is lost as soon as it is granted (its Context
+// ends before the grant's reply is back), so every constructor that takes
+// WithTTL refuses one below primitives.MinTTL, and so does Extend: an
+// error matching ErrInvalid that names the least TTL. Tried: TTLs of 1ms,
+// 2ms and 2.9ms for each primitive, under a name nothing else uses, and
+// Extend(2ms) on a live lease. Must not have changed: no key of the
+// refused name exists, and the extended lease keeps its Context and the
+// TTL it had (not cut to 2ms).
+func testTTLAtOrBelowDrift(t *testing.T, h Harness) {
+	b := h.NewClient(t).Backend
+	others := []backend.Backend{b, h.NewClient(t).Backend, h.NewClient(t).Backend}
+	ctx := ctxT(t, 10*time.Second)
+	p := prefix(t)
+	type try func(context.Context) (latchkit.Lease, error)
+	mutexTry := func(m primitives.Mutex, err error) (try, error) {
+		if err != nil {
+			return nil, err
+		}
+		return m.TryLock, nil
+	}
+	semTry := func(s primitives.Semaphore, err error) (try, error) {
+		if err != nil {
+			return nil, err
+		}
+		return s.TryAcquire, nil
+	}
+	kinds := []struct {
+		what string
+		new  func(name string, opts ...primitives.Option) (try, error)
+	}{
+		{"mutex", func(n string, o ...primitives.Option) (try, error) { return mutexTry(primitives.NewMutex(b, n, o...)) }},
+		{"reentrant", func(n string, o ...primitives.Option) (try, error) {
+			m, err := primitives.NewReentrantMutex(b, n, o...)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) (latchkit.Lease, error) {
+				return m.TryLock(primitives.WithOwner(ctx, "owner"))
+			}, nil
+		}},
+		{"rwlock read", func(n string, o ...primitives.Option) (try, error) {
+			rw, err := primitives.NewRWLock(b, n, o...)
+			if err != nil {
+				return nil, err
+			}
+			return rw.TryRLock, nil
+		}},
+		{"rwlock write", func(n string, o ...primitives.Option) (try, error) {
+			rw, err := primitives.NewRWLock(b, n, o...)
+			if err != nil {
+				return nil, err
+			}
+			return rw.TryLock, nil
+		}},
+		{"semaphore", func(n string, o ...primitives.Option) (try, error) {
+			return semTry(primitives.NewSemaphore(b, n, 2, o...))
+		}},
+		{"fair semaphore", func(n string, o ...primitives.Option) (try, error) {
+			return semTry(primitives.NewFairSemaphore(b, n, 2, o...))
+		}},
+		{"fair mutex", func(n string, o ...primitives.Option) (try, error) {
+			return mutexTry(primitives.NewFairMutex(b, n, o...))
+		}},
+		{"multilock", func(n string, o ...primitives.Option) (try, error) {
+			return mutexTry(primitives.NewMultiLock(b, []string{n, n + "-2"}, o...))
+		}},
+		{"redlock", func(n string, o ...primitives.Option) (try, error) {
+			// For the short TTLs, a per-instance timeout below them, so
+			// that only the TTL itself is at fault.
+			to := time.Second
+			if n == "tiny" || n == "least" {
+				to = 900 * time.Microsecond
+			}
+			return mutexTry(primitives.NewRedlock(others, n, append(o, primitives.WithInstanceTimeout(to))...))
+		}},
+		{"election", func(n string, o ...primitives.Option) (try, error) {
+			e, err := primitives.NewElection(b, n, o...)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) (latchkit.Lease, error) { return e.TryCampaign(ctx, "me") }, nil
+		}},
+	}
+	least := primitives.MinTTL.String()
+	for _, k := range kinds {
+		for _, ttl := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 2900 * time.Microsecond} {
+			f, err := k.new("tiny", primitives.WithPrefix(p), primitives.WithTTL(ttl))
+			if !errors.Is(err, latchkit.ErrInvalid) || f != nil || !strings.Contains(fmt.Sprint(err), least) {
+				t.Errorf("%s with ttl %v: %v, want ErrInvalid naming the least ttl %s", k.what, ttl, err, least)
+			}
+		}
+		// The least TTL itself is accepted.
+		if _, err := k.new("least", primitives.WithPrefix(p), primitives.WithTTL(primitives.MinTTL)); err != nil {
+			t.Errorf("%s with ttl %v: %v", k.what, primitives.MinTTL, err)
+		}
+
+		f, err := k.new(k.what, primitives.WithPrefix(p), primitives.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatalf("%s: %v", k.what, err)
+		}
+		l, err := f(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", k.what, err)
+		}
+		for _, ttl := range []time.Duration{2 * time.Millisecond, primitives.MinTTL - 1} {
+			if err := l.Extend(ctx, ttl); !errors.Is(err, latchkit.ErrInvalid) || !strings.Contains(fmt.Sprint(err), least) {
+				t.Errorf("%s: Extend(%v): %v, want ErrInvalid naming the least ttl %s", k.what, ttl, err, least)
+			}
+		}
+		if err := l.Context().Err(); err != nil {
+			t.Errorf("%s: a refused Extend ended the lease: %v", k.what, context.Cause(l.Context()))
+		}
+		if d, err := l.TTL(ctx); err != nil || d < 50*time.Second {
+			t.Errorf("%s: after a refused Extend the lease has %v left (%v), want about a minute", k.what, d, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("%s: release: %v", k.what, err)
+		}
+	}
+	// Nothing was written for the refused constructors.
+	for _, key := range []string{keyOf(p, "tiny"), keyOf(p, "tiny") + ":fence", keyOf(p, "tiny-2")} {
+		if v := do(t, b, "EXISTS", key); v != int64(0) {
+			t.Errorf("a refused constructor wrote %s", key)
+		}
 	}
 }

@@ -26,6 +26,7 @@ func RunMutex(t *testing.T, h Harness) {
 		{"CommandsPerAcquisition", testCommandsPerAcquisition},
 		{"WaitersSurviveDroppedSubscription", testDroppedSubscriptionWaiters},
 		{"BadInput", testMutexBadInput},
+		{"TTLAtOrBelowDrift", testTTLAtOrBelowDrift},
 		{"OddNames", testOddNames},
 	})
 }

@@ -182,9 +182,12 @@ func (l *lease) TTL(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
+// Extend sets the lease's remaining time to ttl, which must be at least
+// MinTTL (3ms): a shorter one is refused with an error matching
+// latchkit.ErrInvalid, and the lease is left as it was.
 func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
-	if ttl < time.Millisecond {
-		return l.opErr("extend", fmt.Errorf("%w: ttl %v is below 1ms", latchkit.ErrInvalid, ttl))
+	if ttl < MinTTL {
+		return l.opErr("extend", fmt.Errorf("%w: %s", latchkit.ErrInvalid, shortTTL(ttl)))
 	}
 	l.mu.Lock()
 	done := l.done

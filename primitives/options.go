@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -38,7 +39,16 @@ type config struct {
 	log *slog.Logger // WithLogger; nil: discard
 }
 
-// WithTTL sets the lease time (default 10s). It must be at least 1ms.
+// MinTTL is the shortest lease time a primitive accepts (WithTTL, and
+// Lease.Extend): 3ms, the first whole millisecond above the drift
+// allowance of a lease (TTL/100 + 2ms), by which a holder counts its lease
+// gone before the server does. A TTL at or below that allowance would make
+// a lease lost as soon as it is granted.
+const MinTTL = 3 * time.Millisecond
+
+// WithTTL sets the lease time (default 10s). It must be at least MinTTL
+// (3ms): a shorter one is refused by the constructor with an error
+// matching latchkit.ErrInvalid.
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithAutoExtend turns watchdog renewal on or off (default on). A renewing
@@ -166,8 +176,8 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("nil backend")
 	case name == "":
 		return fail("empty name")
-	case c.ttl < time.Millisecond:
-		return fail("ttl %v is below 1ms", c.ttl)
+	case c.ttl < MinTTL:
+		return fail("%s", shortTTL(c.ttl))
 	case c.instanceTimeout < 0:
 		return fail("instance timeout %v is negative", c.instanceTimeout)
 	case c.waiterTimeout < 3*time.Millisecond:
@@ -196,6 +206,11 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 	}
 	c.retArg = ms(c.retention)
 	return c, nil
+}
+
+// shortTTL says why ttl, below MinTTL, is refused.
+func shortTTL(ttl time.Duration) string {
+	return fmt.Sprintf("ttl %v is below the least ttl %v: it must exceed the drift allowance (ttl/100 + 2ms) by which a lease counts itself gone before the server does", ttl, MinTTL)
 }
 
 // use adds m after the user's middleware: innermost, around the wait
