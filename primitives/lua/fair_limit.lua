@@ -18,5 +18,5 @@ redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[8]); redis.call('HLEN', KEY
 redis.call('ZCARD', KEYS[1]); redis.call('ZCARD', KEYS[2])
 redis.call('SET', KEYS[10], ARGV[1], 'PX', ARGV[4])
 fair_hand_over(now_ms(), tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4])
-redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
 return tonumber(old or '0')

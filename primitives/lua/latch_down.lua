@@ -20,7 +20,7 @@ n = redis.call('HINCRBY', KEYS[1], 'count', -1)
 redis.call('HSET', KEYS[1], mine, now_ms())
 if n == 0 then
   redis.call('PEXPIRE', KEYS[1], $MARKER_MS)
-  redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+  redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
 else
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end

@@ -6,7 +6,13 @@
 -- Every script reads (and so type-checks) the keys it touches before it
 -- writes anything: a key holding another type raises WRONGTYPE while
 -- nothing has been changed yet. Where a script must write before it can
--- know, it uses redis.pcall and copes.
+-- know, it uses redis.pcall and copes, or undoes what it wrote. PUBLISH,
+-- which the server refuses after the script may have written (an ACL that
+-- does not grant the channel: a Redis 7 user's default), is always
+-- redis.pcall: a message only saves a waiter time (one that misses it is
+-- granted by its timer). So a script's error reply always means it wrote
+-- nothing, and an acquisition that got one holds nothing
+-- (primitives.definite).
 
 --@ now_ms
 -- now_ms is the server's clock in milliseconds: every expiry and ordering
@@ -149,13 +155,13 @@ local function hand_over(k, tok, chan, hand, ret)
         local f = raise_fence(KEYS[k+1], ret)
         redis.call('SET', KEYS[k], t, 'PX', hand)
         redis.call('DEL', KEYS[k+3])
-        redis.call('PUBLISH', box or chan, target(t, f, hand))
+        redis.pcall('PUBLISH', box or chan, target(t, f, hand))
         return t, f, head
       end
     end
   end
   redis.call('DEL', KEYS[k], KEYS[k+3])
-  if not q and chan ~= '' then redis.call('PUBLISH', chan, '$WAKE_ONE') end
+  if not q and chan ~= '' then redis.pcall('PUBLISH', chan, '$WAKE_ONE') end
   return false
 end
 
@@ -315,7 +321,7 @@ local function fair_hand_over(now, limit, chan, confirm, ret)
           redis.call('ZADD', KEYS[2], until_ms, w)
           local box = redis.call('HGET', KEYS[8], w)
           redis.call('HDEL', KEYS[8], w)
-          redis.call('PUBLISH', box or chan, target(w, f, until_ms - now))
+          redis.pcall('PUBLISH', box or chan, target(w, f, until_ms - now))
           used = used + n
         end
         i = i + 1
@@ -340,7 +346,7 @@ local function seat(key, chan, f, value, ms)
   redis.call('HSET', key, 'f', string.format('%.0f', f))
   redis.call('PEXPIRE', key, ms)
   if tonumber(cur) ~= tonumber(f) then
-    redis.call('PUBLISH', chan, 'L' .. string.format('%.0f', f) .. ' ' .. ms .. ' ' .. value)
+    redis.pcall('PUBLISH', chan, 'L' .. string.format('%.0f', f) .. ' ' .. ms .. ' ' .. value)
   end
 end
 
@@ -350,7 +356,7 @@ end
 local function unseat(key, chan)
   local f = redis.call('HGET', key, 'f')
   redis.call('DEL', key)
-  if f then redis.call('PUBLISH', chan, 'E' .. f) end
+  if f then redis.pcall('PUBLISH', chan, 'E' .. f) end
 end
 
 --@ pass_seat uses seat unseat

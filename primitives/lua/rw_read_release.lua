@@ -21,7 +21,7 @@ if exp then
     return 0
   end
   remember(KEYS[6], ARGV[1], now)
-  if redis.call('ZCOUNT', KEYS[1], now + 1, '+inf') == 0 then redis.call('PUBLISH', ARGV[2], '$WAKE_ALL') end
+  if redis.call('ZCOUNT', KEYS[1], now + 1, '+inf') == 0 then redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL') end
   return 1
 end
 local done = redis.call('ZSCORE', KEYS[6], ARGV[1])

@@ -18,12 +18,12 @@ redis.call('HLEN', KEYS[5])
 redis.call('HLEN', KEYS[7])
 remember(KEYS[6], ARGV[1], now)
 if redis.call('ZREM', KEYS[3], ARGV[1]) == 1 and redis.call('ZCARD', KEYS[3]) == 0 then
-  redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+  redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
 end
 if w == ARGV[1] then
   redis.call('DEL', KEYS[2])
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[7], ARGV[1])
-  redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+  redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
 end
 return 0

@@ -14,7 +14,7 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[7], ARGV[1])
   remember(KEYS[6], ARGV[1], now)
-  redis.call('PUBLISH', ARGV[2], '$WAKE_ALL')
+  redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
   return 1
 end
 if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 1 end

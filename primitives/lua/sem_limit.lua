@@ -9,5 +9,5 @@ if old and not tonumber(old) then
   return redis.error_reply('WRONGTYPE stored limit ' .. KEYS[1] .. ' is not an integer')
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('PUBLISH', ARGV[3], '$WAKE_ALL')
+redis.pcall('PUBLISH', ARGV[3], '$WAKE_ALL')
 return tonumber(old or '0')

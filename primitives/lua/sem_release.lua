@@ -24,7 +24,7 @@ if exp then
     remember(KEYS[4], ARGV[1], now)
     local wake = tostring(n)
     if tonumber(redis.call('HGET', KEYS[6], '~') or '0') > now then wake = '$WAKE_ALL' end
-    redis.call('PUBLISH', ARGV[2], wake)
+    redis.pcall('PUBLISH', ARGV[2], wake)
     return 1
   end
 end

@@ -12,5 +12,5 @@ if ARGV[3] == '1' then
   if redis.call('TYPE', KEYS[1]).ok == 'string' then f = redis.call('GET', KEYS[1]) end
 end
 local n = redis.call('DEL', unpack(KEYS, first))
-redis.call('PUBLISH', ARGV[1], ARGV[2])
+redis.pcall('PUBLISH', ARGV[1], ARGV[2])
 return {n, f}
