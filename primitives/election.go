@@ -41,8 +41,9 @@ type Election interface {
 	// Observe returns a channel that receives the current leader first,
 	// then every change in order: a new leader, or a zero LeaderInfo when
 	// the seat falls empty (a resignation with nobody waiting, or a leader
-	// that stopped renewing). It is closed when ctx ends. After its
-	// subscription drops, an observer re-reads the leader, so it never
+	// that stopped renewing). It is closed when ctx ends, or when the
+	// seat cannot be read for a reason that retrying cannot change (see
+	// Run): Leader then returns that error. After its subscription drops, an observer re-reads the leader, so it never
 	// reports a stale one, though changes made meanwhile may be skipped.
 	// A consumer more than a thousand changes behind skips to the current
 	// leader the same way.
@@ -51,8 +52,12 @@ type Election interface {
 	// leadership is lost (or ctx ends), resigns when fn returns, and
 	// campaigns again, until ctx ends; it then returns ctx's error. When fn
 	// returns an error while still leading, Run resigns and returns it. A
-	// campaign that fails for good (bad input, a closed client) ends Run
-	// with its error. fn should return only when its term's work is done:
+	// campaign that fails for good ends Run with its error: bad input, a
+	// closed client, or a refusal of the server that retrying cannot
+	// change (an error reply such as NOPERM: an ACL without the script
+	// commands or the keys; errors.As finds the *backend.ReplyError). Any
+	// other failure (Redis unreachable, a grant the replicas did not
+	// acknowledge, a reply that passes: BUSY, OOM, MISCONF) is retried. fn should return only when its term's work is done:
 	// returning nil at once makes Run resign and campaign again at once
 	// (behind any campaigner already waiting, which takes over first).
 	Run(ctx context.Context, value string, fn func(ctx context.Context) error) error
@@ -333,8 +338,8 @@ func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 		if stale || reread {
 			info, left, counter, err := e.read(ctx)
 			if err != nil {
-				if ctx.Err() != nil {
-					return
+				if ctx.Err() != nil || refusedForGood(err) {
+					return // Leader tells a refusal
 				}
 				reread = true
 				if sleepCtx(ctx, pace()) != nil {
@@ -467,11 +472,12 @@ func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Co
 			if cerr := ctx.Err(); cerr != nil {
 				return cerr
 			}
-			if errors.Is(err, latchkit.ErrInvalid) || errors.Is(err, latchkit.ErrClosed) {
+			if refusedForGood(err) {
 				return err
 			}
-			// Anything else passes (a grant the replicas did not
-			// acknowledge, a retry policy that gave up): campaign again.
+			// Anything else passes (Redis unreachable, a grant the
+			// replicas did not acknowledge, a retry policy that gave
+			// up): campaign again.
 			if sleepCtx(ctx, nextPause(policy)) != nil {
 				return ctx.Err()
 			}
@@ -495,3 +501,31 @@ func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Co
 		}
 	}
 }
+
+// refusedForGood reports whether err is a failure that trying again cannot
+// change: bad input (latchkit.ErrInvalid, which a key of another type is
+// too), a closed client, or an error reply of the server (NOPERM, an
+// unknown command, a script error) other than passingReplies. The replies
+// of a server that cannot serve now (MOVED, LOADING, READONLY, ...) are
+// not among them: the backends report them as backend.ErrUnavailable. Nor
+// is NOSCRIPT, which the backends answer with EVAL.
+func refusedForGood(err error) bool {
+	if errors.Is(err, latchkit.ErrInvalid) || errors.Is(err, latchkit.ErrClosed) {
+		return true
+	}
+	var re *backend.ReplyError
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range passingReplies {
+		if strings.HasPrefix(re.Msg, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// passingReplies are the prefixes of error replies that refuse a command
+// for a while only: a script running past busy-reply-threshold (BUSY), the
+// memory at maxmemory (OOM), writes stopped by a failed save (MISCONF).
+var passingReplies = []string{"BUSY", "OOM", "MISCONF"}
