@@ -67,7 +67,8 @@ type Lease interface {
 	// TTL ran out). Work done under the lease should run under this context.
 	Context() context.Context
 	// TTL returns the time the lease has left on the server.
-	// It returns ErrLeaseLost when the lease is no longer held.
+	// It returns ErrLeaseLost when the lease is no longer held (on a
+	// released lease, an error matching it that says so).
 	TTL(ctx context.Context) (time.Duration, error)
 	// Extend sets the lease's remaining time to ttl. It returns ErrLeaseLost
 	// when the lease is no longer held, and an error matching ErrInvalid,
@@ -75,7 +76,9 @@ type Lease interface {
 	Extend(ctx context.Context, ttl time.Duration) error
 	// Release gives the lease up. It returns ErrLeaseLost when the lease had
 	// expired or been taken; a retried release whose first reply was lost
-	// still reports success. When Release fails (Redis unreachable), the
+	// still reports success. Once a Release has gone through, a later one
+	// returns what it returned (nil after a release): a lease released
+	// twice was not lost. When Release fails (Redis unreachable), the
 	// outcome is unknown: renewals stop all the same, so the lease expires
 	// with its TTL unless a retried Release gets through first.
 	Release(ctx context.Context) error

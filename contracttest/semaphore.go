@@ -141,8 +141,11 @@ func testSemaphoreLease(t *testing.T, h Harness) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
-		t.Errorf("second Release: %v", err)
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("second Release: %v, want nil (what the first returned)", err)
+	}
+	if err := l.Extend(ctx, time.Minute); !errors.Is(err, latchkit.ErrLeaseLost) {
+		t.Errorf("Extend after Release: %v, want ErrLeaseLost", err)
 	}
 	l2, err := s.TryAcquire(ctx)
 	if err != nil {

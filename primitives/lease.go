@@ -66,6 +66,7 @@ type lease struct {
 	done     bool  // released, or known lost
 	cause    error // why it is done
 	released bool  // Release succeeded or found it lost
+	relErr   error // what that Release returned: every later Release returns it too
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // once ctx exists: ends it at deadline, whatever any call in flight does
@@ -149,35 +150,63 @@ func (c leaseContext) Err() error {
 }
 
 // end marks the lease done for cause and ends its Context, if it has one.
-func (l *lease) end(cause error) {
+// It reports whether the lease was live until then.
+func (l *lease) end(cause error) (first bool) {
 	l.mu.Lock()
 	if l.cause == nil {
 		l.cause = cause
 	}
+	first = !l.done
 	l.done = true
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	cancel, first := l.cancel, l.cause
+	cancel, why := l.cancel, l.cause
 	l.mu.Unlock()
 	l.stopRenewals() // a lease that ended needs no more
 	if cancel != nil {
-		cancel(first)
+		cancel(why)
 	}
+	return first
 }
 
 func (l *lease) opErr(op string, err error) error {
 	return &latchkit.OpError{Op: op, Kind: l.kind, Name: l.name, Err: err}
 }
 
+// doneErr is the error of a call on a lease that has ended: one matching
+// ErrLeaseLost that says whether it was released or lost (and why). It is
+// nil while the lease is live.
+func (l *lease) doneErr() error {
+	l.mu.Lock()
+	done, cause := l.done, l.cause
+	l.mu.Unlock()
+	switch {
+	case !done:
+		return nil
+	case cause == errReleased:
+		return fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost)
+	case errors.Is(cause, latchkit.ErrLeaseLost):
+		return cause
+	default:
+		return fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, cause)
+	}
+}
+
+// TTL returns the time the lease has left on the server. On a lease that
+// has ended (released, or known lost) it returns an error matching
+// latchkit.ErrLeaseLost that says which, without a round trip.
 func (l *lease) TTL(ctx context.Context) (time.Duration, error) {
+	if err := l.doneErr(); err != nil {
+		return 0, l.opErr("ttl", err)
+	}
 	d, held, err := l.h.ttl(ctx, l.token)
 	if err != nil {
 		return 0, l.opErr("ttl", err)
 	}
 	if !held {
-		l.lose(latchkit.ErrLeaseLost)
-		return 0, l.opErr("ttl", latchkit.ErrLeaseLost)
+		l.lose(latchkit.ErrLeaseLost) // a Release meanwhile made it done already: then it says so
+		return 0, l.opErr("ttl", l.doneErr())
 	}
 	return d, nil
 }
@@ -189,11 +218,8 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return l.opErr("extend", fmt.Errorf("%w: %s", latchkit.ErrInvalid, shortTTL(ttl)))
 	}
-	l.mu.Lock()
-	done := l.done
-	l.mu.Unlock()
-	if done {
-		return l.opErr("extend", fmt.Errorf("lease already released or lost: %w", latchkit.ErrLeaseLost))
+	if err := l.doneErr(); err != nil {
+		return l.opErr("extend", err)
 	}
 	select {
 	case l.renew <- struct{}{}:
@@ -222,7 +248,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	if !held {
 		l.lose(latchkit.ErrLeaseLost)
-		return l.opErr("extend", latchkit.ErrLeaseLost)
+		return l.opErr("extend", l.doneErr())
 	}
 	l.mu.Lock()
 	l.ttl = ttl
@@ -242,13 +268,17 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
+// Release gives the lease up. Once a Release has gone through (it
+// returned nil, or an error matching latchkit.ErrLeaseLost), every later
+// Release returns what it returned, without a round trip: a lease
+// released twice was not lost.
 func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	released, lost := l.released, l.done && l.cause != errReleased
-	cause := l.cause
+	cause, relErr := l.cause, l.relErr
 	l.mu.Unlock()
 	if released {
-		return l.opErr("release", fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost))
+		return relErr
 	}
 	// Renewals stop here, and one in flight is not waited for: its
 	// outcome is dropped (see stopRenewals), so it cannot move the
@@ -267,31 +297,34 @@ func (l *lease) Release(ctx context.Context) error {
 		l.mu.Unlock()
 		return l.opErr("release", err)
 	}
-	l.mu.Lock()
-	l.released = true
-	l.mu.Unlock()
-	if lost {
+	switch {
+	case lost:
 		// Told lost before (its deadline passed, or a renewal found it
 		// gone): whatever the script found, the lease was not held
 		// throughout, and the caller was told so; the release only made
 		// sure nothing is left on the server.
-		return l.opErr("release", fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, cause))
-	}
-	if !held {
+		err = l.opErr("release", fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, cause))
+	case !held:
 		l.end(latchkit.ErrLeaseLost)
-		return l.opErr("release", latchkit.ErrLeaseLost)
+		err = l.opErr("release", latchkit.ErrLeaseLost)
+	default:
+		l.end(errReleased)
 	}
-	l.end(errReleased)
-	return nil
+	l.mu.Lock()
+	l.released, l.relErr = true, err
+	l.mu.Unlock()
+	return err
 }
 
 // errReleased is the cause of a lease context ended by Release.
 var errReleased = errors.New("latchkit: lease released")
 
-// lose marks the lease lost, ends its context and logs why.
+// lose marks the lease lost, ends its context and logs why, unless it
+// had ended already (released, or found lost before): that is not news.
 func (l *lease) lose(cause error) {
-	l.logAttrs(slog.LevelWarn, "latchkit: lease lost", slog.String("cause", cause.Error()))
-	l.end(cause)
+	if l.end(cause) {
+		l.logAttrs(slog.LevelWarn, "latchkit: lease lost", slog.String("cause", cause.Error()))
+	}
 }
 
 // renewalsSoFar says, for a lease that ran out, how its renewals fared

@@ -140,8 +140,9 @@ type nested struct {
 	k holdKey
 	h *hold
 
-	mu   sync.Mutex
-	done bool
+	mu     sync.Mutex
+	done   bool
+	relErr error // what the Release that made it done returned
 }
 
 // Unwrap returns the lease of the grant this level shares (see
@@ -153,27 +154,48 @@ func (n *nested) Token() string            { return n.h.lease.Token() }
 func (n *nested) Fence() int64             { return n.h.lease.Fence() }
 func (n *nested) Context() context.Context { return n.h.lease.Context() }
 
-func (n *nested) TTL(ctx context.Context) (time.Duration, error) { return n.h.lease.TTL(ctx) }
+// TTL is the grant's; on a level already released, an error matching
+// latchkit.ErrLeaseLost that says so.
+func (n *nested) TTL(ctx context.Context) (time.Duration, error) {
+	if err := n.doneErr(); err != nil {
+		return 0, err
+	}
+	return n.h.lease.TTL(ctx)
+}
 
-func (n *nested) Extend(ctx context.Context, ttl time.Duration) error {
+// doneErr is the error of TTL and Extend on a level already released.
+func (n *nested) doneErr() error {
 	n.mu.Lock()
 	done := n.done
 	n.mu.Unlock()
 	if done {
 		return fmt.Errorf("this level was already released: %w", latchkit.ErrLeaseLost)
 	}
+	return nil
+}
+
+func (n *nested) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := n.doneErr(); err != nil {
+		return err
+	}
 	return n.h.lease.Extend(ctx, ttl)
 }
 
 // Release gives up this level; the outermost release releases the grant.
-func (n *nested) Release(ctx context.Context) error {
+// A level released already returns what its Release returned.
+func (n *nested) Release(ctx context.Context) (err error) {
 	n.mu.Lock()
 	if n.done {
 		n.mu.Unlock()
-		return fmt.Errorf("this level was already released: %w", latchkit.ErrLeaseLost)
+		return n.relErr
 	}
 	n.done = true
 	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.relErr = err
+		n.mu.Unlock()
+	}()
 	r := n.r
 	r.mu.Lock()
 	n.h.depth--
