@@ -319,7 +319,27 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 		t.waiters.Add(ctx, 1, waiting)
 	}
 	start := time.Now()
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// next panicked (or called runtime.Goexit): the waiter leaves,
+		// the acquisition counts as an error and its span says so; the
+		// panic goes on.
+		if !req.Try {
+			t.waiters.Add(ctx, -1, waiting)
+		}
+		byOutcome := t.metricAttrs(req.Kind, req.Name, AttrOutcome.String(OutcomeError))
+		t.waitTime.Record(ctx, time.Since(start).Seconds(), byOutcome)
+		t.acquisitions.Add(ctx, 1, byOutcome)
+		if recording {
+			span.SetAttributes(AttrAttempts.Int(attempts), AttrOutcome.String(OutcomeError))
+		}
+		statusOnPanic(span, &returned)
+	}()
 	l, err := next(ctx, req)
+	returned = true
 	wait := time.Since(start)
 	if !req.Try {
 		t.waiters.Add(ctx, -1, waiting)
@@ -352,6 +372,15 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 	}
 	context.AfterFunc(l.Context(), tl.ended)
 	return tl, nil
+}
+
+// statusOnPanic, deferred after the span's End, gives span an error
+// status when the call it traces did not return (it panicked, or called
+// runtime.Goexit): the span still ends, and says so.
+func statusOnPanic(span trace.Span, returned *bool) {
+	if !*returned {
+		span.SetStatus(codes.Error, "panic")
+	}
 }
 
 // tracedLease traces the Release and Extend of a lease and notices its
@@ -396,7 +425,10 @@ func (l *tracedLease) markLost() {
 func (l *tracedLease) Release(ctx context.Context) error {
 	ctx, span := l.t.tr.Start(ctx, "latchkit.Release", l.spanOpts...)
 	defer span.End()
+	returned := false
+	defer statusOnPanic(span, &returned)
 	err := l.Lease.Release(ctx)
+	returned = true
 	switch {
 	case errors.Is(err, latchkit.ErrLeaseLost):
 		l.markLost()
@@ -413,7 +445,10 @@ func (l *tracedLease) Release(ctx context.Context) error {
 func (l *tracedLease) Extend(ctx context.Context, ttl time.Duration) error {
 	ctx, span := l.t.tr.Start(ctx, "latchkit.Extend", l.spanOpts...)
 	defer span.End()
+	returned := false
+	defer statusOnPanic(span, &returned)
 	err := l.Lease.Extend(ctx, ttl)
+	returned = true
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "extend failed")
