@@ -288,7 +288,7 @@ local function fair_ahead(q, wkey, holders, tok, limit, most)
   end
 end
 
---@ fair_hand_over uses target raise_fence weight_of
+--@ fair_hand_over uses keep target raise_fence weight_of
 -- fair_hand_over runs once a FairSemaphore holder or queued waiter has
 -- left, or its limit was raised (KEYS as fair_acquire): going down the
 -- queue from its head while the permits counted stay within limit, every
@@ -299,8 +299,11 @@ end
 -- first live waiting ticket that does not fit stops it, so a large request
 -- at the head is never overtaken by smaller ones behind it. A waiting ticket heavier than limit (SetLimit lowered it) is passed
 -- over; dead waiting tickets met on the way are dropped. Holders count
--- with their weight and keep their place. ret is the fence counter's
--- retention (see raise_fence).
+-- with their weight and keep their place. The holders hash lives at least
+-- as long as the liveness granted (it may have just been emptied, and so
+-- dropped, by the release that runs this: a new holder that never
+-- confirms must not leave a key without an expiry). ret is the fence
+-- counter's retention (see raise_fence).
 local function fair_hand_over(now, limit, chan, confirm, ret)
   local used, i = 0, 0
   while used < limit do
@@ -318,6 +321,7 @@ local function fair_hand_over(now, limit, chan, confirm, ret)
           local f = raise_fence(KEYS[4], ret)
           local until_ms = math.min(tonumber(alive), now + confirm)
           redis.call('HSET', KEYS[5], w, f)
+          keep(KEYS[5], until_ms - now)
           redis.call('ZADD', KEYS[2], until_ms, w)
           local box = redis.call('HGET', KEYS[8], w)
           redis.call('HDEL', KEYS[8], w)
