@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/nilness"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -172,8 +173,8 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return c, invalid("new", kind, name, format, a...)
 	}
 	switch {
-	case b == nil:
-		return fail("nil backend")
+	case nilness.Is(b):
+		return fail("nil backend (%T): give an adapter's New of a client", b)
 	case name == "":
 		return fail("empty name")
 	case c.ttl < MinTTL:

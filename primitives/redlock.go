@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/nilness"
 )
 
 // fenceRaise lifts an instance's fence counter to at least a grant's
@@ -68,8 +69,8 @@ func NewRedlock(bs []backend.Backend, name string, opts ...Option) (Mutex, error
 		return nil, invalid("new", latchkit.KindRedlock, name, "WithReplicaAck does not apply: a Redlock's quorum of independent instances is its replication")
 	}
 	for i, b := range bs {
-		if b == nil {
-			return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is nil", i)
+		if nilness.Is(b) {
+			return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is nil (%T)", i, b)
 		}
 		if v, ok := b.(backend.Validator); ok {
 			if err := v.Validate(); err != nil {

@@ -45,6 +45,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/nilness"
 )
 
 // Backend is a backend.Backend over a go-redis client.
@@ -72,8 +73,13 @@ func WithHealthCheck(d time.Duration) Option {
 }
 
 // New returns a Backend over c. The caller keeps ownership of c: closing the
-// Backend does not close the client.
+// Backend does not close the client. New of a nil client (or a typed nil)
+// returns nil, which every constructor of package primitives refuses with
+// an error matching latchkit.ErrInvalid.
 func New(c redis.UniversalClient, opts ...Option) *Backend {
+	if nilness.Is(c) {
+		return nil // refused by every constructor of package primitives (ErrInvalid)
+	}
 	b := &Backend{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c)}
 	for _, o := range opts {
 		o(b)
@@ -127,11 +133,16 @@ func (b *Backend) As(target any) bool {
 // (see the package doc). The primitives' constructors refuse such a
 // backend with an error wrapping latchkit.ErrInvalid.
 func (b *Backend) Validate() error {
+	if b == nil || nilness.Is(b.c) {
+		return errNoClient
+	}
 	if _, ok := b.c.(*redis.Ring); ok {
 		return errRing
 	}
 	return nil
 }
+
+var errNoClient = errors.New("goredis: the Backend has no client")
 
 var errRing = errors.New("goredis: a *redis.Ring cannot serve latchkit: it shards keys by hash without a Cluster's redirects or pub/sub that follows the keys (a MultiLock over two shards would hold nothing on one, release messages would miss waiters); use a Redis Cluster, or a Redlock over independent servers")
 

@@ -86,8 +86,13 @@ func WithHealthCheck(d time.Duration) Option {
 }
 
 // New returns a Backend over pool. The caller keeps ownership of pool:
-// the Backend never closes it.
+// the Backend never closes it. New(nil) returns nil, which every
+// constructor of package primitives refuses with an error matching
+// latchkit.ErrInvalid.
 func New(pool *redis.Pool, opts ...Option) *Backend {
+	if pool == nil {
+		return nil // refused by every constructor of package primitives (ErrInvalid)
+	}
 	b := &Backend{pool: pool, health: 5 * time.Second}
 	for _, o := range opts {
 		o(b)
@@ -106,7 +111,7 @@ func (b *Backend) As(target any) bool {
 
 // Validate refuses a Backend without a pool.
 func (b *Backend) Validate() error {
-	if b.pool == nil {
+	if b == nil || b.pool == nil {
 		return errNoPool
 	}
 	return nil

@@ -34,6 +34,7 @@ import (
 	rd "github.com/redis/rueidis"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/nilness"
 )
 
 // Backend is a backend.Backend over a rueidis client: backend.RESP,
@@ -42,8 +43,13 @@ import (
 type Backend = backend.RESP[rd.Completed, rd.RedisResult, rd.RedisMessage, *rd.RedisMessage, *rd.RedisError]
 
 // New returns a Backend over c. The caller keeps ownership of c: closing
-// the Backend does not close the client.
+// the Backend does not close the client. New of a nil client returns nil,
+// which every constructor of package primitives refuses with an error
+// matching latchkit.ErrInvalid.
 func New(c rd.Client) *Backend {
+	if nilness.Is(c) {
+		return nil // refused by every constructor of package primitives (ErrInvalid)
+	}
 	hooks := func(deliver func(backend.Message)) rd.PubSubHooks {
 		return rd.PubSubHooks{OnMessage: func(m rd.PubSubMessage) { deliver(backend.Message{Channel: m.Channel, Payload: m.Message}) }}
 	}

@@ -41,6 +41,7 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/nilness"
 )
 
 // Backend is a backend.Backend over a valkey-go client: backend.RESP,
@@ -49,8 +50,13 @@ import (
 type Backend = backend.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
 
 // New returns a Backend over c. The caller keeps ownership of c: closing
-// the Backend does not close the client.
+// the Backend does not close the client. New of a nil client returns nil,
+// which every constructor of package primitives refuses with an error
+// matching latchkit.ErrInvalid.
 func New(c vk.Client) *Backend {
+	if nilness.Is(c) {
+		return nil // refused by every constructor of package primitives (ErrInvalid)
+	}
 	hooks := func(deliver func(backend.Message)) vk.PubSubHooks {
 		return vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) { deliver(backend.Message{Channel: m.Channel, Payload: m.Message}) }}
 	}

@@ -1,0 +1,74 @@
+package primitives_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	redigolib "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/backend/redigo"
+	"github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// A nil backend in every form (a nil interface, a typed nil of each
+// adapter's Backend, each adapter's New of a nil client, or of a typed
+// nil client) is refused by every constructor with an error matching
+// ErrInvalid: no panic. Nothing can have been written (there is no
+// server).
+func TestNilBackends(t *testing.T) {
+	nils := map[string]func() backend.Backend{
+		"nil interface":           func() backend.Backend { return nil },
+		"typed nil goredis":       func() backend.Backend { var b *goredis.Backend; return b },
+		"typed nil rueidis":       func() backend.Backend { var b *rueidis.Backend; return b },
+		"typed nil valkey":        func() backend.Backend { var b *valkey.Backend; return b },
+		"typed nil redigo":        func() backend.Backend { var b *redigo.Backend; return b },
+		"goredis.New(nil)":        func() backend.Backend { return goredis.New(nil) },
+		"goredis.New(nil client)": func() backend.Backend { var c *redis.Client; return goredis.New(c) },
+		"rueidis.New(nil)":        func() backend.Backend { var c rd.Client; return rueidis.New(c) },
+		"valkey.New(nil)":         func() backend.Backend { var c vk.Client; return valkey.New(c) },
+		"redigo.New(nil)":         func() backend.Backend { var p *redigolib.Pool; return redigo.New(p) },
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialed
+	t.Cleanup(func() { c.Close() })
+	ok := goredis.New(c)
+	ctors := map[string]func(b backend.Backend) (any, error){
+		"NewMutex":          func(b backend.Backend) (any, error) { return primitives.NewMutex(b, "x") },
+		"NewReentrantMutex": func(b backend.Backend) (any, error) { return primitives.NewReentrantMutex(b, "x") },
+		"NewRWLock":         func(b backend.Backend) (any, error) { return primitives.NewRWLock(b, "x") },
+		"NewSemaphore":      func(b backend.Backend) (any, error) { return primitives.NewSemaphore(b, "x", 2) },
+		"NewFairSemaphore":  func(b backend.Backend) (any, error) { return primitives.NewFairSemaphore(b, "x", 2) },
+		"NewFairMutex":      func(b backend.Backend) (any, error) { return primitives.NewFairMutex(b, "x") },
+		"NewMultiLock":      func(b backend.Backend) (any, error) { return primitives.NewMultiLock(b, []string{"x", "y"}) },
+		"NewElection":       func(b backend.Backend) (any, error) { return primitives.NewElection(b, "x") },
+		"NewLatch":          func(b backend.Backend) (any, error) { return primitives.NewLatch(b, "x") },
+		"NewRedlock first":  func(b backend.Backend) (any, error) { return primitives.NewRedlock([]backend.Backend{b}, "x") },
+		"NewRedlock second": func(b backend.Backend) (any, error) {
+			return primitives.NewRedlock([]backend.Backend{ok, b, ok}, "x")
+		},
+	}
+	for what, mk := range nils {
+		for name, ctor := range ctors {
+			err := func() (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("panic: %v", r)
+					}
+				}()
+				_, err = ctor(mk())
+				return err
+			}()
+			if !errors.Is(err, latchkit.ErrInvalid) {
+				t.Errorf("%s(%s): %v, want an error matching ErrInvalid", name, what, err)
+			}
+		}
+	}
+}
