@@ -53,7 +53,18 @@ type fairSemaphore struct {
 // once the permits of every ticket ahead of it plus its own n fit in the
 // limit, so a large request at the head is never overtaken by smaller
 // ones behind it (they wait their turn; the permits it waits for are
-// never taken by newcomers).
+// never taken by newcomers). Every grant counts every permit held,
+// wherever its holder's ticket is in the queue, so the limit holds also
+// when holders are behind a waiter.
+//
+// A waiter that a SetLimit made heavier than the limit keeps its ticket
+// but is passed over: it neither counts for the tickets behind it nor
+// holds them back, and they may be granted meanwhile. Its next attempt
+// fails with ErrInvalid and gives its ticket back. If the limit rises
+// again first, it is back in the running at its old place: the tickets
+// behind it wait for it again, and it is granted once the permits held
+// (those granted behind it while it was passed over included), the
+// waiting tickets ahead of it and its own fit in the limit.
 func NewFairSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Semaphore, error) {
 	s, err := newFairSemaphore(latchkit.KindFairSemaphore, b, name, limit, opts)
 	if err != nil {

@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,5 +238,200 @@ func TestFairKeysExpireAfterHandOverToDeadWaiter(t *testing.T) {
 			}
 			checkEveryKeyExpires(t, ctx, srv, "wd:", "a withdrawal handed the lock to a dead waiter")
 		})
+	})
+}
+
+// The sequences that once granted more permits than the limit.
+
+// client is a second connection to the same server: another process.
+func (srv fairServer) client(t *testing.T) backend.Backend {
+	c := redis.NewClient(&redis.Options{Addr: srv.c.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return goredis.New(c)
+}
+
+// waitUntil polls cond every few ms for at most d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
+}
+
+// queued counts the tickets in s's queue.
+func queued(t *testing.T, ctx context.Context, srv fairServer, s *fairSemaphore) int64 {
+	t.Helper()
+	n, err := srv.c.ZCard(ctx, s.keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pausedWaiter is a waiting AcquireN in a process that pauses (SIGSTOP, a
+// GC pause, a VM migration) once it has queued: from pause() on it makes
+// no attempt and no heartbeat until resume().
+type pausedWaiter struct {
+	hb     *hangs
+	cancel context.CancelFunc
+	done   chan struct{}
+	lease  latchkit.Lease
+	err    error
+}
+
+func startPausedWaiter(t *testing.T, ctx context.Context, srv fairServer, name string, limit, n int, opts ...Option) *pausedWaiter {
+	t.Helper()
+	w := &pausedWaiter{hb: newHangs(srv.client(t)), done: make(chan struct{})}
+	s := newFairT(t, w.hb, name, limit, opts...)
+	wctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		w.lease, w.err = s.AcquireN(wctx, n)
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *pausedWaiter) pause()  { w.hb.stop("") }
+func (w *pausedWaiter) resume() { w.hb.resume() }
+
+// granted reports whether the waiter's AcquireN returned a lease within d.
+func (w *pausedWaiter) granted(d time.Duration) bool {
+	select {
+	case <-w.done:
+		return w.err == nil
+	case <-time.After(d):
+		return false
+	}
+}
+
+// stop ends the waiter and releases what it got.
+func (w *pausedWaiter) stop() {
+	w.hb.resume()
+	w.cancel()
+	<-w.done
+	if w.lease != nil {
+		w.lease.Release(context.Background())
+	}
+}
+
+// TestFairNeverOverLimitAfterPassedOverWaiter: "never over the limit,
+// counting weights", with a waiter that SetLimit made heavier than the
+// limit. A holds 3 of 6 and W waits for 5; W's process pauses; SetLimit(2)
+// passes W over; A releases; B's TryAcquireN(2) is granted (W does not
+// count while it cannot be granted); SetLimit(6). W, back in the running,
+// must wait for B's 2 permits: 5 beside them is 7 of 6. (Before: the
+// hand-over and W's own attempt counted only the tickets ahead of W, not
+// B's permits behind it, and granted W.) W keeps its place: it is granted
+// as soon as B releases, before anyone who came after it.
+func TestFairNeverOverLimitAfterPassedOverWaiter(t *testing.T) {
+	onFairServers(t, func(t *testing.T, srv fairServer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := newFairT(t, srv.b, "f", 6)
+		a, err := s.TryAcquireN(ctx, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := startPausedWaiter(t, ctx, srv, "f", 6, 5)
+		waitUntil(t, 5*time.Second, "W queued", func() bool { return queued(t, ctx, srv, s) == 2 })
+		w.pause()
+		if err := s.SetLimit(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.TryAcquireN(ctx, 2)
+		if err != nil {
+			t.Fatalf("B's TryAcquireN(2) with 2 of 2 free and W (5) passed over: %v", err)
+		}
+		defer b.Release(ctx)
+		if err := s.SetLimit(ctx, 6); err != nil {
+			t.Fatal(err)
+		}
+		if n := heldPermits(t, ctx, s); n > 6 {
+			t.Errorf("after SetLimit(6): %d permits held of 6 (B's 2 and W's 5: the hand-over granted W)", n)
+		}
+		w.resume()
+		if w.granted(300 * time.Millisecond) {
+			t.Errorf("W granted 5 permits beside B's 2: %d of 6", heldPermits(t, ctx, s))
+		}
+		if n := heldPermits(t, ctx, s); n > 6 {
+			t.Fatalf("after W's attempt: %d permits held of 6", n)
+		}
+		// A newcomer does not overtake W, which is back in the running.
+		if l, err := s.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
+			if l != nil {
+				l.Release(ctx)
+			}
+			t.Errorf("a TryAcquire with W (5) waiting at the head and B holding 2 of 6: %v, want ErrNotAcquired", err)
+		}
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !w.granted(5 * time.Second) {
+			t.Fatalf("W not granted once B released: %v", w.err)
+		}
+		if n := heldPermits(t, ctx, s); n != 5 {
+			t.Errorf("W holding: %d permits held, want 5", n)
+		}
+	})
+}
+
+// TestFairNeverOverLimitLoweredBelowHolderBehindWaiter: "never over the
+// limit" with one-permit tickets, when a holder's ticket is behind a
+// waiter's. Limit 3: A, X and Y hold, W waits; W's process pauses; X and Y
+// die (their TTL runs out); C's TryAcquire sweeps them and is granted
+// behind W (A, W and C fit in 3). SetLimit(2): A and C hold 2 of 2, so
+// nothing may be granted. (Before: the hand-over counted only the tickets
+// ahead of W, A's one, and granted W: 3 of 2; so did W's own attempt.)
+func TestFairNeverOverLimitLoweredBelowHolderBehindWaiter(t *testing.T) {
+	onFairServers(t, func(t *testing.T, srv fairServer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := newFairT(t, srv.b, "f", 3)
+		short := newFairT(t, srv.b, "f", 3, WithTTL(100*time.Millisecond))
+		a, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, who := range []string{"X", "Y"} {
+			if _, err := short.TryAcquire(ctx); err != nil {
+				t.Fatalf("%s: %v", who, err)
+			}
+		}
+		w := startPausedWaiter(t, ctx, srv, "f", 3, 1)
+		waitUntil(t, 5*time.Second, "W queued", func() bool { return queued(t, ctx, srv, s) == 4 })
+		w.pause()
+		srv.pass(150 * time.Millisecond) // X and Y are dead
+		c, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("C's TryAcquire with A holding, W waiting and X, Y dead (3 of 3): %v", err)
+		}
+		defer c.Release(ctx)
+		if err := s.SetLimit(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if n := heldPermits(t, ctx, s); n > 2 {
+			t.Errorf("after SetLimit(2): %d permits held of 2 (A, C and W: the hand-over granted W)", n)
+		}
+		w.resume()
+		if w.granted(300 * time.Millisecond) {
+			t.Errorf("W granted beside A and C: %d of 2", heldPermits(t, ctx, s))
+		}
+		if n := heldPermits(t, ctx, s); n > 2 {
+			t.Fatalf("after W's attempt: %d permits held of 2", n)
+		}
+		if err := c.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !w.granted(5 * time.Second) {
+			t.Fatalf("W not granted once C released: %v", w.err)
+		}
+		a.Release(ctx)
 	})
 }

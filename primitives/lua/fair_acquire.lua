@@ -22,12 +22,17 @@
 -- message with a greater fence was sent after this attempt ran; an
 -- $INVALID error reply when more permits are asked for than the limit.
 --
--- A ticket is granted only while the permits of the tickets ahead of it
--- (holders, and waiters that could be granted) and its own stay within the
--- limit. Tickets ahead only leave (new ones join the back), so what lies
--- ahead of a holder only shrinks: the permits held never exceed the limit,
+-- A ticket is granted only while every permit held (each holder counting
+-- its weight, wherever its ticket is in the queue), the permits of the
+-- waiting tickets ahead of it that could be granted, and its own stay
+-- within the limit (fair_ahead): the permits held never exceed the limit,
 -- whatever the clients' clocks say, and a large request at the head is
--- never overtaken by smaller ones behind it.
+-- never overtaken by smaller ones behind it. Holders are not only ahead
+-- of waiters: a waiting ticket heavier than the limit (SetLimit lowered
+-- it) is passed over, and tickets behind it may be granted meanwhile; one
+-- that fits but has not attempted yet (a death ahead of it frees permits
+-- without a hand-over) may see a newcomer granted behind it. So a grant
+-- counts the holders behind it too.
 local now = now_ms()
 local ttl, wait, n = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[7])
 local ticket = redis.call('ZSCORE', KEYS[1], ARGV[1])

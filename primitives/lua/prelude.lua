@@ -262,58 +262,85 @@ local function invalid(msg)
   return redis.error_reply('$INVALID ' .. msg)
 end
 
---@ fair_ahead uses weight_of
--- fair_ahead sums the weights of a FairSemaphore's tickets ahead of tok in
--- the queue q (of every ticket when tok is false): holders whatever their
--- weight, waiters no heavier than limit (a heavier one can never be
--- granted and is passed over until its next attempt takes it out). It
--- stops as soon as the sum passes most. With no weight stored (every
--- ticket one permit) it is the rank, or the queue's length.
+--@ fair_held uses weight_of
+-- fair_held is the number of permits a FairSemaphore's holders hold, the
+-- hash holders naming them (weights in wkey): every holder's weight,
+-- wherever its ticket is in the queue. A holder's ticket can be behind a
+-- waiting one: granted while that waiter was heavier than the limit and
+-- passed over, or while it fitted but had not yet attempted. With no
+-- weight stored it is the number of holders.
+local function fair_held(holders, wkey)
+  local n = redis.call('HLEN', holders)
+  if n == 0 or redis.call('HLEN', wkey) == 0 then return n end
+  local sum = 0
+  for _, t in ipairs(redis.call('HKEYS', holders)) do sum = sum + weight_of(wkey, t) end
+  return sum
+end
+
+--@ fair_ahead uses weight_of fair_held
+-- fair_ahead is what a FairSemaphore ticket tok must fit beside, in the
+-- queue q: every permit held (fair_held, wherever the holders' tickets
+-- are), plus the weights of the waiting tickets ahead of tok (of every
+-- waiting ticket when tok is false) no heavier than limit. A waiting
+-- ticket heavier than limit (SetLimit lowered it) can never be granted:
+-- it is passed over, neither counted nor holding back the tickets behind
+-- it, until its next attempt takes it out or the limit rises again. It
+-- stops as soon as the sum passes most. Every holder has a ticket in q,
+-- so with no weight stored (every ticket one permit) the tickets ahead of
+-- tok are at most the sum, and all of them, when tok is false, are the
+-- sum.
 local function fair_ahead(q, wkey, holders, tok, limit, most)
-  if redis.call('HLEN', wkey) == 0 then
-    if tok then return redis.call('ZRANK', q, tok) end
-    return redis.call('ZCARD', q)
+  local sum = fair_held(holders, wkey)
+  if sum > most then return sum end
+  local weighted = redis.call('HLEN', wkey) > 0
+  if not weighted then
+    if not tok then return math.max(sum, redis.call('ZCARD', q)) end
+    local rank = redis.call('ZRANK', q, tok)
+    if rank > most then return rank end
   end
-  local sum, i = 0, 0
+  local i = 0
   while true do
     local batch = redis.call('ZRANGE', q, i, i + 99)
     if #batch == 0 then return sum end
     for _, t in ipairs(batch) do
       if t == tok then return sum end
-      local w = weight_of(wkey, t)
-      if w <= limit or redis.call('HEXISTS', holders, t) == 1 then sum = sum + w end
-      if sum > most then return sum end
+      if redis.call('HEXISTS', holders, t) == 0 then
+        local w = 1
+        if weighted then w = weight_of(wkey, t) end
+        if w <= limit then sum = sum + w end
+        if sum > most then return sum end
+      end
     end
     i = i + 100
   end
 end
 
---@ fair_hand_over uses keep target raise_fence weight_of
+--@ fair_hand_over uses keep target raise_fence weight_of fair_held
 -- fair_hand_over runs once a FairSemaphore holder or queued waiter has
--- left, or its limit was raised (KEYS as fair_acquire): going down the
--- queue from its head while the permits counted stay within limit, every
+-- left, or its limit was raised (KEYS as fair_acquire): starting from the
+-- permits held (fair_held: every holder's, wherever its ticket is) and
+-- going down the queue from its head while they stay within limit, every
 -- live waiting ticket that fits is granted its permits at once (fence,
 -- holder entry, at most confirm ms of liveness to confirm in) and woken
 -- alone by a message on its process's inbox (without one: on chan) naming
 -- it by digest, with the grant's fence and its liveness (see target); the
 -- first live waiting ticket that does not fit stops it, so a large request
--- at the head is never overtaken by smaller ones behind it. A waiting ticket heavier than limit (SetLimit lowered it) is passed
--- over; dead waiting tickets met on the way are dropped. Holders count
--- with their weight and keep their place. The holders hash lives at least
--- as long as the liveness granted (it may have just been emptied, and so
--- dropped, by the release that runs this: a new holder that never
+-- at the head is never overtaken by smaller ones behind it. A waiting
+-- ticket heavier than limit (SetLimit lowered it) is passed over; dead
+-- waiting tickets met on the way are dropped. The holders hash lives at
+-- least as long as the liveness granted (it may have just been emptied,
+-- and so dropped, by the release that runs this: a new holder that never
 -- confirms must not leave a key without an expiry). ret is the fence
 -- counter's retention (see raise_fence).
 local function fair_hand_over(now, limit, chan, confirm, ret)
-  local used, i = 0, 0
+  local used, i = fair_held(KEYS[5], KEYS[9]), 0
   while used < limit do
     local w = redis.call('ZRANGE', KEYS[1], i, i)[1]
     if not w then return end
-    local n = weight_of(KEYS[9], w)
     if redis.call('HEXISTS', KEYS[5], w) == 1 then
-      used = used + n
-      i = i + 1
+      i = i + 1 -- counted in used
     else
+      local n = weight_of(KEYS[9], w)
       local alive = redis.call('ZSCORE', KEYS[2], w)
       if alive and tonumber(alive) > now then
         if n <= limit then
