@@ -208,12 +208,17 @@ func retryable(err error, held bool) bool {
 }
 
 // definite reports whether a failed attempt's error proves that it holds
-// nothing: the script ran and refused (an error reply, a key of the wrong
-// type, a bad argument). Any other error (Redis unreachable, the context
-// ended mid-call, an unexpected reply) leaves the outcome unknown.
+// nothing: the script refused before its first write (a bad argument, a
+// key of the wrong type: latchkit.ErrInvalid). Every script keeps that
+// true: it checks the keys it touches before writing (lua/prelude.lua),
+// undoes what it wrote when a command it could not check first fails, and
+// publishes with redis.pcall. Any other error leaves the outcome unknown:
+// Redis unreachable, the context ended mid-call, an unexpected reply, and
+// any other error reply, which may be the server's refusal of a command
+// after the script wrote (an ACL without that command, a script error):
+// what the token may hold is given back.
 func definite(err error) bool {
-	var re *backend.ReplyError
-	return errors.Is(err, latchkit.ErrInvalid) || errors.As(err, &re)
+	return errors.Is(err, latchkit.ErrInvalid)
 }
 
 // ctxDone is ctx's error, or context.DeadlineExceeded once its deadline

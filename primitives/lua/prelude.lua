@@ -22,12 +22,22 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
---@ fence_of
+--@ is_counter
+-- is_counter reports whether the string s is a counter INCR takes and
+-- raise_fence can raise: an integer written as Redis writes one (no sign
+-- but '-', no leading zero, no '.', 'e' or '0x', which tonumber accepts
+-- and INCR refuses), far from overflowing.
+local function is_counter(s)
+  return s == '0' or (#s <= 18 and string.find(s, '^%-?[1-9]%d*$') ~= nil)
+end
+
+--@ fence_of uses is_counter
 -- fence_of checks the fence counter at key without writing: nil when it is
--- absent or an integer, else the WRONGTYPE error reply to return.
+-- absent or a counter (raise_fence cannot fail on it), else the WRONGTYPE
+-- error reply to return.
 local function fence_of(key)
   local f = redis.call('GET', key)
-  if f and not tonumber(f) then
+  if f and not is_counter(f) then
     return redis.error_reply('WRONGTYPE fence counter ' .. key .. ' is not an integer')
   end
   return nil
@@ -56,12 +66,12 @@ local function target(tok, f, hand)
   return '$TARGET' .. digest(tok) .. ' ' .. string.format('%.0f', f) .. ' ' .. string.format('%.0f', tonumber(hand))
 end
 
---@ fence_ok
+--@ fence_ok uses is_counter
 -- fence_ok reports whether the fence counter at key can be raised: absent
--- or an integer (never raises, whatever the key holds).
+-- or a counter (never raises, whatever the key holds).
 local function fence_ok(key)
   local f = redis.pcall('GET', key)
-  return f == false or tonumber(f) ~= nil
+  return f == false or (type(f) == 'string' and is_counter(f))
 end
 
 --@ raise_fence
@@ -115,10 +125,10 @@ local function enqueue(q, qlive, entry, wait)
 end
 
 --@ dequeue
--- dequeue takes entry out of the wait queue, if it is there (a queue of
--- another type is left alone).
+-- dequeue takes entry out of the wait queue, if it is there (a queue or
+-- liveness of another type is left alone).
 local function dequeue(q, qlive, entry)
-  if redis.pcall('ZREM', q, entry) == 1 then redis.call('ZREM', qlive, entry) end
+  if redis.pcall('ZREM', q, entry) == 1 then redis.pcall('ZREM', qlive, entry) end
 end
 
 --@ hand_over uses now_ms target queue_len fence_ok raise_fence

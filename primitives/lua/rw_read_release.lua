@@ -12,6 +12,7 @@
 -- held.
 local now = now_ms()
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[7]); redis.call('ZCARD', KEYS[6])
 if exp then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[5], ARGV[1])

@@ -20,6 +20,7 @@ end
 redis.call('ZCARD', KEYS[1])
 local w = redis.call('GET', KEYS[2])
 redis.call('ZCARD', KEYS[3])
+redis.call('HLEN', KEYS[7])
 local bad = fence_of(KEYS[4]); if bad then return bad end
 local myfence = redis.call('HGET', KEYS[5], ARGV[1])
 if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return {0, 0, false} end

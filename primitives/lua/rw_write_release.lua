@@ -9,6 +9,7 @@
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
 local now = now_ms()
+redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[7]); redis.call('ZCARD', KEYS[6])
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
   redis.call('HDEL', KEYS[5], ARGV[1])

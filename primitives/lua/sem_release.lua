@@ -15,6 +15,7 @@ local now = now_ms()
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local done = redis.call('ZSCORE', KEYS[4], ARGV[1])
 local n = weight_of(KEYS[6], ARGV[1])
+redis.call('HLEN', KEYS[3]); redis.call('HLEN', KEYS[5])
 if exp then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
