@@ -293,11 +293,27 @@ func scriptErr(err error) error {
 		return fmt.Errorf("%w: a key of the primitive holds another kind of value: %w", latchkit.ErrInvalid, err)
 	}
 	var re *backend.ReplyError
-	if errors.As(err, &re) && strings.Contains(re.Msg, invalidReply) {
-		return fmt.Errorf("%w: %w", latchkit.ErrInvalid, err)
+	if errors.As(err, &re) {
+		if _, why, ok := strings.Cut(re.Msg, invalidReply+" "); ok {
+			if i := strings.Index(why, " script: "); i >= 0 {
+				why = why[:i] // a server's note of the script's SHA and line
+			}
+			return &refusedError{why: why, reply: err}
+		}
 	}
 	return err
 }
+
+// refusedError is an argument a script refused (see invalid in
+// lua/prelude.lua): it reads as the script's reason, without the reply's
+// marker, and matches latchkit.ErrInvalid and the reply error.
+type refusedError struct {
+	why   string
+	reply error
+}
+
+func (e *refusedError) Error() string   { return latchkit.ErrInvalid.Error() + ": " + e.why }
+func (e *refusedError) Unwrap() []error { return []error{latchkit.ErrInvalid, e.reply} }
 
 // opErr wraps err with the operation and primitive, unless it already is.
 func opErr(op string, kind latchkit.Kind, name string, err error) error {
