@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
@@ -44,20 +45,26 @@ const SentinelMaster = redistest.SentinelMaster
 type Deployment struct {
 	Kind  string
 	Start func(t testing.TB) Server
+	Long  bool // runs in the long lane only
 }
 
 // Deployments are the servers the suite runs on: miniredis (embedded),
 // and, when redis-server is installed (see redistest.Require), a real
-// redis-server, a 3-master Cluster and a Sentinel deployment.
+// redis-server, a 3-master Cluster and a Sentinel deployment. Long marks
+// the deployments that run in the long lane only (see internal/lane):
+// starting them and running the suite through them takes minutes.
 var Deployments = []Deployment{
-	{"miniredis", StartMiniredis},
-	{"redis-server", StartRedisServer},
-	{"cluster", StartCluster},
-	{"sentinel", StartSentinel},
+	{"miniredis", StartMiniredis, false},
+	{"redis-server", StartRedisServer, false},
+	{"cluster", StartCluster, true},
+	{"sentinel", StartSentinel, true},
 }
 
 // RunDeployments runs the suite on every Deployment, a subtest each, with
-// the Harness harness makes for it: a driver's whole conformance run.
+// the Harness harness makes for it: a driver's whole conformance run. The
+// deployments run side by side (each has its own servers, and the suite
+// spends most of its time waiting on timers); those marked Long are
+// skipped in the fast lane.
 func RunDeployments(t *testing.T, harness func(Server) Harness) {
 	RunDeploymentsExcept(t, nil, harness)
 }
@@ -72,6 +79,10 @@ func RunDeploymentsExcept(t *testing.T, skip map[string]string, harness func(Ser
 			if why, ok := skip[d.Kind]; ok {
 				t.Skip(why)
 			}
+			if d.Long {
+				lane.LongOnly(t, "a "+d.Kind+" deployment takes seconds to start and the suite a minute through it")
+			}
+			t.Parallel()
 			Run(t, harness(d.Start(t)))
 		})
 	}

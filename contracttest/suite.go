@@ -16,21 +16,52 @@ import (
 // Run runs the whole suite against h: first the backend contract itself,
 // then every primitive through its public API.
 func Run(t *testing.T, h Harness) {
-	t.Run("Backend", func(t *testing.T) { RunBackend(t, h) })
-	t.Run("Batch", func(t *testing.T) { RunBatch(t, h) })
-	t.Run("Mutex", func(t *testing.T) { RunMutex(t, h) })
-	t.Run("HandOver", func(t *testing.T) { RunHandOver(t, h) })
-	t.Run("GiveUp", func(t *testing.T) { RunGiveUp(t, h) })
-	t.Run("ReentrantMutex", func(t *testing.T) { RunReentrant(t, h) })
-	t.Run("Semaphore", func(t *testing.T) { RunSemaphore(t, h) })
-	t.Run("Weighted", func(t *testing.T) { RunWeighted(t, h) })
-	t.Run("Election", func(t *testing.T) { RunElection(t, h) })
-	t.Run("RWLock", func(t *testing.T) { RunRWLock(t, h) })
-	t.Run("Fair", func(t *testing.T) { RunFair(t, h) })
-	t.Run("MultiLock", func(t *testing.T) { RunMultiLock(t, h) })
-	t.Run("Latch", func(t *testing.T) { RunLatch(t, h) })
-	t.Run("ReplicaAck", func(t *testing.T) { RunReplicaAck(t, h) })
-	t.Run("Holder", func(t *testing.T) { RunHolder(t, h) })
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) { g.fn(t, h) })
+	}
+}
+
+// RunGroups runs the named groups of the suite (the subtests of Run:
+// "Backend", "Mutex", "GiveUp", ...) against h, in the suite's order: a
+// second configuration of a driver that differs from the first in one
+// respect (a client that ignores context deadlines) runs the groups that
+// respect matters to. An unknown name fails t.
+func RunGroups(t *testing.T, h Harness, names ...string) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for _, g := range groups {
+		if want[g.name] {
+			delete(want, g.name)
+			t.Run(g.name, func(t *testing.T) { g.fn(t, h) })
+		}
+	}
+	for n := range want {
+		t.Errorf("contracttest: no group %q", n)
+	}
+}
+
+// groups are the suite's top-level subtests, in the order they run.
+var groups = []struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}{
+	{"Backend", RunBackend},
+	{"Batch", RunBatch},
+	{"Mutex", RunMutex},
+	{"HandOver", RunHandOver},
+	{"GiveUp", RunGiveUp},
+	{"ReentrantMutex", RunReentrant},
+	{"Semaphore", RunSemaphore},
+	{"Weighted", RunWeighted},
+	{"Election", RunElection},
+	{"RWLock", RunRWLock},
+	{"Fair", RunFair},
+	{"MultiLock", RunMultiLock},
+	{"Latch", RunLatch},
+	{"ReplicaAck", RunReplicaAck},
+	{"Holder", RunHolder},
 }
 
 // step is one named subtest.
