@@ -235,12 +235,14 @@ func (c *fuzzCase) ack() (int, time.Duration) {
 }
 
 // valid reports whether the documented rules shared by every constructor
-// accept the case's name and options.
+// accept the case's name and options. A TTL below primitives.MinTTL (3ms,
+// above the drift allowance TTL/100+2ms) is refused: a lease that short
+// would count itself lost as soon as it was granted.
 func (c *fuzzCase) valid(name string) bool {
 	n, at := c.ack()
 	ttl := c.effTTL()
 	switch {
-	case name == "", ttl < time.Millisecond, c.effInstance() < 0,
+	case name == "", ttl < primitives.MinTTL, c.effInstance() < 0,
 		c.effWaiter() < 3*time.Millisecond, strings.ContainsAny(c.effPrefix(), "{}"),
 		at != 0 && n < 1, n != 0 && at < time.Millisecond, n != 0 && at >= ttl:
 		return false
@@ -414,6 +416,8 @@ func FuzzConstructors(f *testing.F) {
 		{name: "x", ttl: -ms, bits: optTTL, limit: 1},
 		{name: "x", ttl: ms - 1, bits: optTTL, limit: 1},
 		{name: "x", ttl: ms, bits: optTTL, limit: 1},
+		{name: "x", ttl: int64(primitives.MinTTL) - 1, bits: optTTL, limit: 1},
+		{name: "x", ttl: int64(primitives.MinTTL), bits: optTTL, limit: 1},
 		{name: "x", ttl: 1<<63 - 1, bits: optTTL, limit: 1},
 		{name: "x", ttl: -1 << 63, bits: optTTL, limit: 1},
 		{name: "x", limit: 0},
