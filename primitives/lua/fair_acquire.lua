@@ -1,4 +1,4 @@
---@uses now_ms fence_of keep raise_fence limit_of weight_of invalid fair_ahead
+--@uses now_ms is_counter fence_of keep raise_fence limit_of weight_of invalid fair_ahead
 -- The acquire of a FairSemaphore (and FairMutex): one permit, or several
 -- at once (AcquireN).
 -- KEYS: 1 queue (zset token -> ticket, in arrival order), 2 liveness (zset
@@ -38,11 +38,12 @@ local ttl, wait, n = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[7])
 local ticket = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local c = redis.call('GET', KEYS[3])
-if c and not tonumber(c) then return redis.error_reply('WRONGTYPE ticket counter is not an integer') end
+if c and not is_counter(c) then return redis.error_reply('WRONGTYPE ticket counter ' .. KEYS[3] .. ' is not an integer') end
 local bad = fence_of(KEYS[4]); if bad then return bad end
 local limit, lbad = limit_of(KEYS[10], ARGV[3], ARGV[8]); if not limit then return lbad end
 local myfence = redis.call('HGET', KEYS[5], ARGV[1])
 if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return {0, 0, false} end
+redis.call('HLEN', KEYS[7])
 redis.call('HLEN', KEYS[8])
 redis.call('HLEN', KEYS[9])
 local keepall = function(ms)

@@ -14,7 +14,7 @@ if old and not tonumber(old) then
   return redis.error_reply('WRONGTYPE stored limit ' .. KEYS[10] .. ' is not an integer')
 end
 local bad = fence_of(KEYS[4]); if bad then return bad end
-redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[8]); redis.call('HLEN', KEYS[9])
+redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[7]); redis.call('HLEN', KEYS[8]); redis.call('HLEN', KEYS[9])
 redis.call('ZCARD', KEYS[1]); redis.call('ZCARD', KEYS[2])
 redis.call('SET', KEYS[10], ARGV[1], 'PX', ARGV[4])
 fair_hand_over(now_ms(), tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4])

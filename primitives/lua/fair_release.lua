@@ -16,6 +16,8 @@ redis.call('HLEN', KEYS[9])
 local f = redis.call('HGET', KEYS[5], ARGV[1])
 if f then
   local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  redis.call('ZCARD', KEYS[1]); redis.call('ZCARD', KEYS[6])
+  redis.call('HLEN', KEYS[7]); redis.call('HLEN', KEYS[8])
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[7], ARGV[1])
   redis.call('HDEL', KEYS[8], ARGV[1])

@@ -10,8 +10,8 @@
 local now = now_ms()
 local bad = fence_of(KEYS[4]); if bad then return bad end
 local limit, lbad = limit_of(KEYS[10], ARGV[3], ARGV[6]); if not limit then return lbad end
-redis.call('ZCARD', KEYS[6])
-redis.call('HLEN', KEYS[9])
+redis.call('ZCARD', KEYS[1]); redis.call('ZCARD', KEYS[2]); redis.call('ZCARD', KEYS[6])
+redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[7]); redis.call('HLEN', KEYS[8]); redis.call('HLEN', KEYS[9])
 remember(KEYS[6], ARGV[1], now)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('ZREM', KEYS[2], ARGV[1])

@@ -1,0 +1,109 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkit/latchkit"
+)
+
+// annotate makes every acquisition carry an annotation, so that the fair
+// scripts keep the annotations hash too.
+var annotate = WithMiddleware(func(next latchkit.Acquire) latchkit.Acquire {
+	return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		req.Annotation = "holder"
+		return next(ctx, req)
+	}
+})
+
+// TestFairScriptsCheckBeforeWriting (issue 28): a FairSemaphore's release
+// and give-back (fair_release.lua, fair_withdraw.lua), run with a holder
+// and a waiter behind it, meet a list (no primitive keeps one) planted at
+// each of the semaphore's keys: each either fails with an error matching
+// ErrInvalid having changed nothing under the prefix, or, for a key it
+// does not touch, leaves that key as it was. The scripts used to write
+// (the finished tokens, the holder's entry) before type-checking the
+// queue, liveness, holders, annotations and inboxes.
+func TestFairScriptsCheckBeforeWriting(t *testing.T) {
+	onFairServers(t, func(t *testing.T, srv fairServer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		const prefix = "fw:"
+		scripts := []struct {
+			name string
+			run  func(s *fairSemaphore, tok string) error
+		}{
+			{"release", func(s *fairSemaphore, tok string) error { _, err := s.release(ctx, tok); return err }},
+			{"withdraw", func(s *fairSemaphore, tok string) error { return scriptErr(s.withdrawFn(ctx, tok)) }},
+		}
+		for _, sc := range scripts {
+			for _, key := range FairLayout.KeysOf(prefix, "f") {
+				what := fmt.Sprintf("%s with a list at %s", sc.name, key)
+				srv.c.FlushAll(ctx)
+				s := newFairT(t, srv.b, "f", 2, WithPrefix(prefix), annotate)
+				l, err := s.TryAcquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				deadWaiter(t, ctx, s, "waiter", 2)
+				if err := srv.c.Del(ctx, key).Err(); err != nil {
+					t.Fatal(err)
+				}
+				srv.c.RPush(ctx, key, "not latchkit's")
+				before := RedisState(t, ctx, srv.c, prefix+"*")
+				err = sc.run(s, l.Token())
+				if err == nil {
+					if after := RedisState(t, ctx, srv.c, key); after[key] != before[key] {
+						t.Errorf("%s succeeded and changed it: %q, was %q", what, after[key], before[key])
+					}
+					continue
+				}
+				if !errors.Is(err, latchkit.ErrInvalid) {
+					t.Errorf("%s: %v, want an error matching ErrInvalid", what, err)
+				}
+				CheckUnchanged(t, ctx, srv.c, prefix+"*", before, what)
+			}
+		}
+	})
+}
+
+// TestFairAcquireTicketCounterNotACounter (issue 28): a ticket counter
+// that reads as a number but is no counter INCR takes (1.5) is refused
+// with ErrInvalid before the attempt writes anything: it used to be read
+// with tonumber, and INCR failed after the sweep of a dead ticket wrote.
+func TestFairAcquireTicketCounterNotACounter(t *testing.T) {
+	onFairServers(t, func(t *testing.T, srv fairServer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		const prefix = "ft:"
+		for _, bad := range []string{"1.5", "0x10", "1e3"} {
+			srv.c.FlushAll(ctx)
+			s := newFairT(t, srv.b, "f", 2, WithPrefix(prefix), WithWaiterTimeout(30*time.Millisecond))
+			l, err := s.TryAcquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadWaiter(t, ctx, s, "dead", 2) // queued behind the holder: 1+2 > 2
+			srv.pass(100 * time.Millisecond) // the waiter's ticket is dead; the holder lives (10s)
+			key := FairLayout.KeysOf(prefix, "f")[2]
+			srv.c.Set(ctx, key, bad, 0)
+			before := RedisState(t, ctx, srv.c, prefix+"*")
+			l2, err := s.TryAcquire(ctx)
+			if err == nil {
+				l2.Release(ctx)
+			}
+			what := fmt.Sprintf("TryAcquire with the ticket counter %q and a dead ticket", bad)
+			if !errors.Is(err, latchkit.ErrInvalid) {
+				t.Errorf("%s: %v, want an error matching ErrInvalid", what, err)
+			} else if !strings.Contains(err.Error(), key) {
+				t.Errorf("%s: %v does not name %s", what, err, key)
+			}
+			CheckUnchanged(t, ctx, srv.c, prefix+"*", before, what)
+			l.Release(ctx)
+		}
+	})
+}
