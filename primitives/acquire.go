@@ -343,7 +343,7 @@ func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h 
 		argv = append(append(append(argv, at.token), args...), at.annotation, cfg.retArg)
 		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, argv)
 		if err != nil {
-			return nil, scriptErr(err)
+			return nil, keyErr(ctx, b, keys, err)
 		}
 		if !at.try {
 			noteCounter(at, v, start)

@@ -184,9 +184,10 @@ func (e *election) extend(ctx context.Context, token string, ttl time.Duration) 
 	return extendBy(ctx, e, &e.cfg, token, ttl)
 }
 
-// renewCall is election's one extend call.
+// renewCall is election's one extend call: the lock as KEYS; the
+// annotation and the seat as companions (see extendArgs).
 func (e *election) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return e.b, elExtend, e.keys, extendArgs(token, ttl), e.cfg.ackReplicas == 0
+	return e.b, elExtend, e.keys[:1], extendArgs(token, ttl, e.keys[3], e.keys[7]), e.cfg.ackReplicas == 0
 }
 
 func (e *election) release(ctx context.Context, token string) (bool, error) {

@@ -191,5 +191,5 @@ func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error)
 }
 
 func (s *fairSemaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(s.b.Eval(ctx, fairTTL, s.keys, []string{token}))
+	return remaining(s.b.Eval(ctx, fairTTL, []string{s.keys[1], s.keys[4]}, []string{token}))
 }

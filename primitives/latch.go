@@ -121,7 +121,11 @@ func (l *latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if n < 1 {
 		return false, invalid("setcount", latchkit.KindLatch, l.name, "count %d is below 1", n)
 	}
-	ok, err := flag(l.eval(ctx, latchSet, []string{newToken(), strconv.FormatInt(n, 10), l.cfg.retArg}))
+	v, err := l.eval(ctx, latchSet, []string{newToken(), strconv.FormatInt(n, 10), l.cfg.retArg})
+	if err != nil {
+		err = keyErr(ctx, l.b, l.keys, err)
+	}
+	ok, err := flag(v, err)
 	if err != nil {
 		return false, opErr("setcount", latchkit.KindLatch, l.name, err)
 	}
@@ -136,7 +140,7 @@ func (l *latch) CountDown(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return opErr("countdown", latchkit.KindLatch, l.name, scriptErr(err))
+		return opErr("countdown", latchkit.KindLatch, l.name, keyErr(ctx, l.b, l.keys, err))
 	}
 	return nil
 }
@@ -192,7 +196,7 @@ func (e *countErr) Unwrap() error { return e.held }
 func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err error) {
 	v, err := l.b.Eval(ctx, latchRead, l.keys, nil)
 	if err != nil {
-		return 0, 0, "", scriptErr(err)
+		return 0, 0, "", keyErr(ctx, l.b, l.keys, err)
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) != 3 {

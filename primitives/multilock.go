@@ -288,7 +288,7 @@ func (ml *multiLock) release(ctx context.Context, token string) (bool, error) {
 
 func (ml *multiLock) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
 	if !ml.split {
-		return remaining(ml.b.Eval(ctx, multiTTL, ml.keys, []string{token}))
+		return remaining(ml.b.Eval(ctx, multiTTL, ml.locks(), []string{token}))
 	}
 	var least time.Duration = -1
 	for _, m := range ml.parts {

@@ -182,7 +182,7 @@ func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error
 	}
 	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, keys, args)
 	if err != nil {
-		return nil, scriptErr(err)
+		return nil, keyErr(ctx, m.b, keys, err)
 	}
 	if !at.try {
 		noteCounter(at, v, start)
@@ -287,12 +287,17 @@ var errBadReply = errors.New("unexpected script reply")
 func badReply(v backend.Value) error { return fmt.Errorf("%w: %#v", errBadReply, v) }
 
 // scriptErr makes a key of the wrong type, or an argument a script refused
-// (invalidReply), the caller's fault: ErrInvalid.
+// (invalidReply), the caller's fault: ErrInvalid. Where the script's keys
+// are at hand, keyErr names the key of the wrong type.
 func scriptErr(err error) error {
-	if errors.Is(err, backend.ErrWrongType) {
-		return fmt.Errorf("%w: a key of the primitive holds another kind of value: %w", latchkit.ErrInvalid, err)
+	var done *refusedError
+	if errors.As(err, &done) {
+		return err // read already
 	}
 	var re *backend.ReplyError
+	if errors.As(err, &re) && errors.Is(err, backend.ErrWrongType) {
+		return &refusedError{why: "a key of the primitive holds a value latchkit did not write: " + wrongTypeReason(re.Msg), reply: err}
+	}
 	if errors.As(err, &re) {
 		if _, why, ok := strings.Cut(re.Msg, invalidReply+" "); ok {
 			if i := strings.Index(why, " script: "); i >= 0 {

@@ -390,7 +390,8 @@ func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (
 	// dropped there would let the slowest instance's key run out, renewal
 	// after renewal, and leave the lease on a bare quorum.
 	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexExtend, r.m.keys, extendArgs(token, ttl)))
+		keys, args := r.m.extendCall(token, ttl)
+		return flag(b.Eval(ctx, mutexExtend, keys, args))
 	})
 	return r.quorumOf(held, errs)
 }

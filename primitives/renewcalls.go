@@ -46,41 +46,82 @@ func extendBy(ctx context.Context, rc renewCaller, cfg *config, token string, tt
 	return true, fmt.Errorf("%w: WAIT confirmed the extension on %d of %d replicas within %v", ErrNotReplicated, acks, cfg.ackReplicas, cfg.ackTimeout)
 }
 
-// extendArgs is the ARGV of every extend script: the token, then the TTL.
-func extendArgs(token string, ttl time.Duration) []string { return []string{token, ms(ttl)} }
+// extendArgs is the ARGV of every extend script: the token, the TTL, then
+// the companions, keys the script touches only where they exist. An extend
+// script declares as KEYS only the keys that hold its token or its
+// entries, which exist as long as the lease does: in a Cluster, a slot
+// MIGRATING to another master is served only to a script whose every key
+// its master has (TRYAGAIN otherwise), so that a renewal declaring a key
+// that may be absent (an annotation, weights) would fail until the keys
+// move, and a lease shorter than the migration would be lost although its
+// keys never moved (see companion in lua/prelude.lua). The TTL scripts
+// declare their KEYS by the same rule.
+func extendArgs(token string, ttl time.Duration, companions ...string) []string {
+	return append([]string{token, ms(ttl)}, companions...)
+}
+
+// extendCall is the keys and ARGV of mutex_extend for token: the lock, and
+// the annotation as a companion. A Redlock runs it on each instance.
+func (m *mutex) extendCall(token string, ttl time.Duration) (keys, args []string) {
+	return m.keys[:1], extendArgs(token, ttl, m.keys[3])
+}
 
 // renewCall is mutex's one extend call.
 func (m *mutex) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return m.b, mutexExtend, m.keys, extendArgs(token, ttl), m.cfg.ackReplicas == 0
+	keys, args := m.extendCall(token, ttl)
+	return m.b, mutexExtend, keys, args, m.cfg.ackReplicas == 0
 }
 
-// renewCall is fairSemaphore's one extend call.
+// renewCall is fairSemaphore's one extend call: the queue, liveness and
+// holders as KEYS; the ticket counter, annotations and weights as
+// companions.
 func (s *fairSemaphore) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return s.b, fairExtend, s.keys, extendArgs(token, ttl), s.cfg.ackReplicas == 0
+	return s.b, fairExtend, []string{s.keys[0], s.keys[1], s.keys[4]}, extendArgs(token, ttl, s.keys[2], s.keys[6], s.keys[8]),
+		s.cfg.ackReplicas == 0
 }
 
-// renewCall is semaphore's one extend call.
+// renewCall is semaphore's one extend call: holders and their fences as
+// KEYS; annotations and weights as companions.
 func (s *semaphore) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return s.b, semExtend, s.keys, extendArgs(token, ttl), s.cfg.ackReplicas == 0
+	return s.b, semExtend, []string{s.keys[0], s.keys[2]}, extendArgs(token, ttl, s.keys[4], s.keys[5]), s.cfg.ackReplicas == 0
 }
 
-// renewCall is rwReader's one extend call.
+// renewCall is rwReader's one extend call: readers and their fences as
+// KEYS; annotations as a companion.
 func (r rwReader) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return r.b, rwReadExtend, []string{r.keys[0], r.keys[3], r.keys[4], r.keys[5], r.keys[6]}, extendArgs(token, ttl), r.cfg.ackReplicas == 0
+	return r.b, rwReadExtend, []string{r.keys[0], r.keys[4]}, extendArgs(token, ttl, r.keys[6], ""), r.cfg.ackReplicas == 0
 }
 
-// renewCall is rwWriter's one extend call.
+// renewCall is rwWriter's one extend call: the writer as KEYS;
+// annotations and fences as companions.
 func (w rwWriter) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return w.b, rwWriteExtend, w.keys, extendArgs(token, ttl), w.cfg.ackReplicas == 0
+	return w.b, rwWriteExtend, w.keys[1:2], extendArgs(token, ttl, w.keys[6], w.keys[4]), w.cfg.ackReplicas == 0
 }
 
-// renewCall is multiLock's one extend call over every name, unless the
-// names are split over cluster nodes (then extend runs name by name).
+// locks are the locks of a MultiLock's names, in the order of its keys:
+// the KEYS of multi_extend and multi_ttl.
+func (ml *multiLock) locks() []string {
+	n := len(MutexLayout.Keys)
+	locks := make([]string, 0, len(ml.keys)/n)
+	for i := 0; i < len(ml.keys); i += n {
+		locks = append(locks, ml.keys[i])
+	}
+	return locks
+}
+
+// renewCall is multiLock's one extend call over every name (their locks
+// as KEYS, their annotations as companions), unless the names are split
+// over cluster nodes (then extend runs name by name).
 func (ml *multiLock) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
 	if ml.split {
 		return nil, nil, nil, nil, false
 	}
-	return ml.b, multiExtend, ml.keys, extendArgs(token, ttl), ml.cfg.ackReplicas == 0
+	n := len(MutexLayout.Keys)
+	notes := make([]string, 0, len(ml.keys)/n)
+	for i := 3; i < len(ml.keys); i += n {
+		notes = append(notes, ml.keys[i])
+	}
+	return ml.b, multiExtend, ml.locks(), extendArgs(token, ttl, notes...), ml.cfg.ackReplicas == 0
 }
 
 // renewCall: a Redlock renewal needs a quorum of several backends, which

@@ -28,8 +28,8 @@ type RWLock interface {
 const DefaultWaiterTimeout = 3 * time.Second
 
 // The RWLock scripts (lua/rw_*.lua; keys in rw_read.lua). A reader's
-// extend and TTL are the Semaphore's, given the readers, fences and
-// annotations as its KEYS 1, 3 and 5.
+// extend and TTL are the Semaphore's, given the readers and fences as
+// its KEYS and the annotations as a companion (see rwReader.renewCall).
 var (
 	rwRead         = loadScript("rw_read")
 	rwWrite        = loadScript("rw_write")
@@ -148,5 +148,5 @@ func (w rwWriter) release(ctx context.Context, token string) (bool, error) {
 }
 
 func (w rwWriter) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(w.b.Eval(ctx, rwWriteTTL, w.keys, []string{token}))
+	return remaining(w.b.Eval(ctx, rwWriteTTL, w.keys[1:2], []string{token}))
 }

@@ -134,7 +134,7 @@ func (s *semaphore) SetLimit(ctx context.Context, limit int) error {
 	}
 	_, err := s.b.Eval(ctx, semLimit, s.keys[6:7], []string{strconv.Itoa(limit), s.cfg.retArg, s.channel})
 	if err != nil {
-		return opErr("set_limit", s.kind, s.name, scriptErr(err))
+		return opErr("set_limit", s.kind, s.name, keyErr(ctx, s.b, s.keys[6:7], err))
 	}
 	return nil
 }

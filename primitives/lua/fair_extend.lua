@@ -1,15 +1,20 @@
---@uses now_ms keep
+--@uses now_ms keep companion keep_companion
 -- The extend of a FairSemaphore permit.
--- KEYS as fair_acquire.
--- ARGV: 1 token, 2 ttl ms.
+-- KEYS: 1 queue, 2 liveness, 3 holders (as fair_acquire's 1, 2 and 5): the
+-- keys that hold the token's entries, and so exist whenever it holds (see
+-- companion).
+-- ARGV: 1 token, 2 ttl ms, 3 the ticket counter, 4 holders' annotations,
+-- 5 tickets' weights (all companions).
 -- Reply: 1 extended, 0 not held.
 local now = now_ms()
 local alive = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 and alive and tonumber(alive) > now then
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 and alive and tonumber(alive) > now then
   local ttl = tonumber(ARGV[2])
+  local weighted = companion('HEXISTS', ARGV[5], ARGV[1]) == 1 -- before the first write
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-  keep(KEYS[1], ttl); keep(KEYS[2], ttl); keep(KEYS[3], ttl); keep(KEYS[5], ttl); keep(KEYS[7], ttl)
-  if redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then keep(KEYS[9], ttl) end
+  keep(KEYS[1], ttl); keep(KEYS[2], ttl); keep(KEYS[3], ttl)
+  keep_companion(ARGV[3], ttl); keep_companion(ARGV[4], ttl)
+  if weighted then keep_companion(ARGV[5], ttl) end
   return 1
 end
 return 0

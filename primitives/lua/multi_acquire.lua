@@ -1,4 +1,4 @@
---@uses fence_of enqueue dequeue hand_over raise_fence
+--@uses fence_of enqueue dequeue hand_over raise_fence foreign_lock
 -- The acquire of a MultiLock whose names live on one server.
 -- KEYS: the Mutex keys of every name, in canonical order, seven per name
 -- (lock, fence counter, release marker, annotation, tokens given back,
@@ -31,6 +31,7 @@ for i = 0, n - 1 do
   local k = i * 7 + 1
   local v = redis.call('GET', KEYS[k])
   local bad = fence_of(KEYS[k+1]); if bad then return bad end
+  if ARGV[3] ~= '' then redis.call('GET', KEYS[k+3]) end -- type-checks the annotation before any write
   if waiting then
     redis.call('ZSCORE', KEYS[k+5], ARGV[5])
     redis.call('ZSCORE', KEYS[k+6], ARGV[5])
@@ -39,9 +40,11 @@ for i = 0, n - 1 do
     state[i] = 'mine'
   elseif v then
     state[i] = 'held'
+    local pttl = redis.call('PTTL', KEYS[k])
+    local foreign = foreign_lock(KEYS[k], pttl); if foreign then return foreign end
     if not first then
       first = i
-      hint, who = math.max(redis.call('PTTL', KEYS[k]), 1), redis.call('GET', KEYS[k+3])
+      hint, who = math.max(pttl, 1), redis.call('GET', KEYS[k+3])
     end
   else
     state[i] = 'free'

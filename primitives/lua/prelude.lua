@@ -435,3 +435,35 @@ local function latch_count(key)
   end
   return tonumber(c)
 end
+
+--@ companion
+-- companion runs cmd on key, a companion of a lease: a key its renewal
+-- touches but does not declare, named in ARGV ('' or nil for none), since
+-- it may be absent while the lease lives (an annotation, weights, a
+-- counter). A renewal declares as KEYS only keys that hold the lease's own
+-- token or entry, which exist as long as it does: while a Cluster slot is
+-- MIGRATING, its master serves a script only if it has every key the
+-- script declares (TRYAGAIN when it has some of them), and a renewal
+-- declaring a key that happens to be absent fails until the keys have
+-- moved, so that a lease shorter than the migration is lost although its
+-- keys never moved. Inside the script, the migrating master refuses a
+-- command on a key it does not have: there is none of it here to touch,
+-- and companion returns false (so it does for '' and nil). A key of
+-- another type raises WRONGTYPE, as redis.call does.
+local function companion(cmd, key, ...)
+  if not key or key == '' then return false end
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, 'WRONGTYPE', 1, true) then error(r) end
+    return false
+  end
+  return r
+end
+
+--@ keep_companion uses companion
+-- keep_companion is keep for a companion (see companion): it makes key,
+-- where it exists, live at least until ms from now.
+local function keep_companion(key, ms)
+  local d = companion('PTTL', key)
+  if d and d < ms then companion('PEXPIRE', key, ms) end
+end

@@ -1,4 +1,4 @@
---@uses now_ms fence_of keep raise_fence
+--@uses now_ms fence_of keep raise_fence foreign_lock
 -- The acquire of an RWLock reader.
 -- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
 -- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
@@ -27,7 +27,11 @@ if mine and tonumber(mine) > now then
   keep(KEYS[1], ttl); keep(KEYS[5], ttl); annotate()
   return {1, tonumber(myfence or '0')}
 end
-if w then return {0, redis.call('PTTL', KEYS[2]), redis.call('HGET', KEYS[7], w)} end
+if w then
+  local pttl = redis.call('PTTL', KEYS[2])
+  local foreign = foreign_lock(KEYS[2], pttl); if foreign then return foreign end
+  return {0, pttl, redis.call('HGET', KEYS[7], w)}
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local waiting = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if #waiting > 0 then return {0, tonumber(waiting[2]) - now} end

@@ -1,4 +1,4 @@
---@uses now_ms fence_of keep raise_fence
+--@uses now_ms fence_of keep raise_fence foreign_lock
 -- The acquire of an RWLock writer.
 -- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
 -- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
@@ -37,7 +37,11 @@ local function queue(hint, holder)
   end
   return {0, math.max(hint, 1), redis.call('HGET', KEYS[7], holder)}
 end
-if w then return queue(redis.call('PTTL', KEYS[2]), w) end
+if w then
+  local pttl = redis.call('PTTL', KEYS[2])
+  local foreign = foreign_lock(KEYS[2], pttl); if foreign then return foreign end
+  return queue(pttl, w)
+end
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)

@@ -1,15 +1,14 @@
---@uses keep
+--@uses companion keep_companion
 -- The extend of an RWLock writer.
--- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
--- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
--- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
--- that recently finished (released or given back; see remember),
--- 7 holders' annotations (hash token -> annotation).
--- ARGV: 1 token, 2 ttl ms.
+-- KEYS: 1 the writer (its token, PX ttl): the one key that exists whenever
+-- the token holds (see companion).
+-- ARGV: 1 token, 2 ttl ms, 3 holders' annotations, 4 holders' fences
+-- (both companions).
 -- Reply: 1 extended, 0 not held.
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  keep(KEYS[7], tonumber(ARGV[2]))
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  local ttl = tonumber(ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  keep_companion(ARGV[3], ttl); keep_companion(ARGV[4], ttl)
   return 1
 end
 return 0

@@ -1,0 +1,95 @@
+package primitives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/latchkit/latchkit/backend"
+)
+
+// keyTypesScript reads the types of its keys (lua/key_types.lua).
+var keyTypesScript = loadScript("key_types")
+
+// layoutTypes maps the part of a key after its KeyBase (a layout's Sub
+// and the key's Suffix: ":fence", ":sem:fences", ...) to the type
+// latchkit keeps there, for every layout.
+var layoutTypes = func() map[string]string {
+	m := map[string]string{}
+	for _, l := range Layouts() {
+		for _, k := range l.Keys {
+			if t, ok := m[l.Sub+k.Suffix]; ok && t != k.Type {
+				panic(fmt.Sprintf("primitives: key suffix %q has types %s and %s", l.Sub+k.Suffix, t, k.Type))
+			}
+			m[l.Sub+k.Suffix] = k.Type
+		}
+	}
+	return m
+}()
+
+// diagnoseTimeout bounds keyErr's read of the key types.
+const diagnoseTimeout = time.Second
+
+// keyErr is scriptErr for a script that ran over keys on b. A WRONGTYPE
+// reply (a key of the primitive holds a value latchkit did not write) is
+// read as a refusal naming the key: on this error path alone, one more
+// round trip reads the type of each key and names the first that is not
+// absent and not of the type its layout keeps there (see layoutTypes).
+// When none is (the key's type is right but its content is not, or it
+// changed since), the script's own reason is given, without the server's
+// note of the script's SHA and line. Either way the error matches
+// latchkit.ErrInvalid, backend.ErrWrongType and the *backend.ReplyError.
+// Every script reads the keys it touches before its first write, so a
+// WRONGTYPE reply means nothing was changed.
+func keyErr(ctx context.Context, b backend.Backend, keys []string, err error) error {
+	var done *refusedError
+	if errors.As(err, &done) || !errors.Is(err, backend.ErrWrongType) {
+		return scriptErr(err)
+	}
+	if why := wrongKey(ctx, b, keys); why != "" {
+		return &refusedError{why: why, reply: err}
+	}
+	return scriptErr(err)
+}
+
+// wrongKey says which of keys holds a type latchkit does not keep there,
+// or "" when it cannot tell.
+func wrongKey(ctx context.Context, b backend.Backend, keys []string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
+	defer cancel()
+	v, err := b.Eval(ctx, keyTypesScript, keys, nil)
+	if err != nil {
+		return ""
+	}
+	types, ok := v.([]backend.Value)
+	if !ok || len(types) != len(keys) {
+		return ""
+	}
+	for i, k := range keys {
+		got, _ := types[i].(string)
+		_, _, suffix, ok := ParseKeyBase(k)
+		want, known := layoutTypes[suffix]
+		if !ok || !known || got == "" || got == "none" || got == want {
+			continue
+		}
+		return fmt.Sprintf("key %s holds a %s, where latchkit keeps a %s: it was not written by latchkit", k, got, want)
+	}
+	return ""
+}
+
+// wrongTypeReason is the reason of a WRONGTYPE reply without its code and
+// without what servers add: real Redis's "script: <sha>, on
+// @user_script:<line>." and miniredis's Lua error prefix and traceback.
+func wrongTypeReason(msg string) string {
+	if i := strings.Index(msg, "WRONGTYPE "); i >= 0 {
+		msg = msg[i+len("WRONGTYPE "):]
+	}
+	for _, tail := range []string{" script: ", "stack traceback", "\n"} {
+		if i := strings.Index(msg, tail); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return strings.TrimSpace(msg)
+}
