@@ -96,6 +96,24 @@ local function raise_fence(key, ret, least)
   return f
 end
 
+--@ invalid
+-- invalid is the error reply of an argument the script refuses before it
+-- writes anything; the Go side reads it as latchkit.ErrInvalid.
+local function invalid(msg)
+  return redis.error_reply('$INVALID ' .. msg)
+end
+
+--@ foreign_lock uses invalid
+-- foreign_lock is, for a lock key (a string latchkit always writes with a
+-- PX expiry) found holding someone else's value whose remaining time is
+-- pttl (PTTL), the $INVALID reply refusing it when it has no expiry: then
+-- latchkit did not write it, and reading it as held would wait for ever.
+-- It is nil otherwise. It writes nothing.
+local function foreign_lock(key, pttl)
+  if pttl ~= -1 then return nil end
+  return invalid('key ' .. key .. ' holds a value without expiry, which latchkit did not write: it writes every lock key with one')
+end
+
 --@ queue_len
 -- queue_len is the length of a mutex's wait queue q (zset entry -> place)
 -- with its liveness qlive (zset entry -> expiry, server ms), or 0 when
@@ -175,7 +193,7 @@ local function hand_over(k, tok, chan, hand, ret)
   return false
 end
 
---@ mutex_attempt uses enqueue dequeue raise_fence
+--@ mutex_attempt uses enqueue dequeue raise_fence foreign_lock
 -- mutex_attempt is one attempt at a mutex lock (KEYS 1-5, and 6-7 for a
 -- waiting Lock: the Mutex key layout) by token tok for ttl ms, storing
 -- note beside a grant ("" for none). A waiting Lock gives wait (the waiter
@@ -196,6 +214,7 @@ end
 -- over: granted, with the TTL refreshed.
 local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
   if redis.call('ZSCORE', KEYS[5], tok) then return {0, 0, false} end
+  if note ~= '' then redis.call('GET', KEYS[4]) end -- type-checks the annotation before any write
   if redis.call('SET', KEYS[1], tok, 'NX', 'PX', ttl) then
     local f, bad = raise_fence(KEYS[2], ret, least)
     if not f then
@@ -215,6 +234,7 @@ local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
     return {1, f}
   end
   local hint = redis.call('PTTL', KEYS[1])
+  local foreign = foreign_lock(KEYS[1], hint); if foreign then return foreign end
   local who = redis.call('GET', KEYS[4])
   if wait then
     wait = tonumber(wait)
@@ -263,13 +283,6 @@ end
 -- weights hash wkey (only weights above one are stored), else 1.
 local function weight_of(wkey, tok)
   return tonumber(redis.call('HGET', wkey, tok) or '1') or 1
-end
-
---@ invalid
--- invalid is the error reply of an argument the script refuses before it
--- writes anything; the Go side reads it as latchkit.ErrInvalid.
-local function invalid(msg)
-  return redis.error_reply('$INVALID ' .. msg)
 end
 
 --@ fair_held uses weight_of
