@@ -151,7 +151,7 @@ func (e *election) campaign(ctx context.Context, value string, try bool) (latchk
 		args := []string{at.token, e.ttlArg, at.annotation, wait, entry, e.cfg.retArg, value, e.obs}
 		v, acks, err := e.cfg.evalAcquire(ctx, e.b, elAcquire, e.keys, args)
 		if err != nil {
-			return nil, scriptErr(err)
+			return nil, keyErr(ctx, e.b, e.keys, err)
 		}
 		l, err := grant(ctx, v, e, latchkit.KindElection, e.name, at.token, start, &e.cfg)
 		return e.cfg.acked(ctx, l, err, acks)
@@ -215,7 +215,7 @@ func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
 func (e *election) read(ctx context.Context) (info LeaderInfo, left time.Duration, latest int64, err error) {
 	v, err := e.b.Eval(ctx, elLeader, e.keys, nil)
 	if err != nil {
-		return LeaderInfo{}, 0, 0, scriptErr(err)
+		return LeaderInfo{}, 0, 0, keyErr(ctx, e.b, e.keys, err)
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || (len(a) != 2 && len(a) != 5) {

@@ -152,7 +152,7 @@ func (s *fairSemaphore) SetLimit(ctx context.Context, limit int) error {
 	}
 	_, err := s.b.Eval(ctx, fairLimit, s.keys, []string{strconv.Itoa(limit), s.channel, s.relArgs[2], s.cfg.retArg})
 	if err != nil {
-		return opErr("set_limit", s.kind, s.name, scriptErr(err))
+		return opErr("set_limit", s.kind, s.name, keyErr(ctx, s.b, s.keys, err))
 	}
 	return nil
 }

@@ -164,7 +164,7 @@ func (ml *multiLock) take(ctx context.Context, at *attempt) ([]int64, int, error
 	args = append(append(args, ml.channels...), ml.cfg.retArg)
 	v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, args)
 	if err != nil {
-		return nil, 0, scriptErr(err)
+		return nil, 0, keyErr(ctx, ml.b, ml.keys, err)
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) < 2 {

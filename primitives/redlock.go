@@ -219,7 +219,7 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
 		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation, least, r.cfg.retArg})
 		if err != nil {
-			return vote{}, scriptErr(err)
+			return vote{}, keyErr(ctx, b, r.m.keys, err)
 		}
 		ok, n, holder, err := pair(v)
 		return vote{ok, n, holder}, err
