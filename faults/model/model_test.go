@@ -1,0 +1,497 @@
+// Package model_test checks each primitive against a model of it with
+// generated sequences (pgregory.net/rapid state machines, issue 28): several
+// clients, each on its own driver (go-redis, rueidis, valkey-go, redigo)
+// behind its own fault proxy, issue random sequences of every call of a
+// primitive (each acquire form, weights, SetLimit, Extend, TTL, Release and
+// calls after Release or after expiry) with parameters drawn across their
+// range, edges included, while the server's clock moves only when an
+// action says "time passes d". Faults are actions too: a reply lost after
+// the server ran the call (the proxy runs it and drops the reply; the
+// caller gives up, and retries a Release), a client paused while its call
+// times out and then resumed (its request reaches the server late, after
+// the caller gave up), and a user middleware that panics (before or after
+// the attempt) and is recovered by the caller.
+//
+// After every step the state is checked against the model: who holds and
+// how many permits (the holders in Redis are exactly the leases the model
+// considers live, so at most the limit, and nothing is held by a token
+// nobody has), what each call returned (grant or not, wait hints, TTLs,
+// the error kinds, fences strictly increasing per name), how many "lease
+// lost" records were logged, every key under the test's prefix has an
+// expiry, and once no lease is live and the retention and the markers'
+// window have passed, nothing remains under the prefix.
+//
+// The server is a miniredis whose clock is set by the test (SetTime with
+// ClockTTL), so expiry happens exactly when the model says; auto-extend is
+// off, so nothing renews behind the model's back.
+//
+// Counts: the fast lane (go test ./faults/model/) runs a small number of
+// sequences per primitive; the long lane (LATCHKIT_LONG=1) a large one.
+// -rapid.checks=N overrides both, -rapid.steps=N the average length.
+//
+// Replaying a failure: rapid prints the shrunk sequence and writes a fail
+// file under testdata/rapid/; run
+//
+//	go test ./faults/model/ -run 'TestModel/Mutex' -rapid.failfile=testdata/rapid/...
+//
+// or -rapid.seed=S with the seed it printed. A failure worth keeping
+// becomes a plain regression test (see regress_test.go).
+package model_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	rg "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+	vk "github.com/valkey-io/valkey-go"
+	"pgregory.net/rapid"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	lredigo "github.com/latchkit/latchkit/backend/redigo"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/faultproxy"
+	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/leakcheck"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+var debug = os.Getenv("MODEL_DEBUG") != ""
+
+// Sequences per primitive in each lane, unless -rapid.checks is given.
+const (
+	fastChecks = 5
+	longChecks = 300
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["rapid.checks"] {
+		_ = flag.Set("rapid.checks", fmt.Sprint(lane.Pick(fastChecks, longChecks)))
+	}
+	if !set["rapid.steps"] {
+		_ = flag.Set("rapid.steps", fmt.Sprint(lane.Pick(30, 60)))
+	}
+	if !set["rapid.shrinktime"] {
+		// A step with a fault takes up to a few hundred milliseconds of
+		// real time: shrinking needs longer than rapid's 30s default.
+		_ = flag.Set("rapid.shrinktime", "3m")
+	}
+	code := m.Run()
+	if code == 0 {
+		code = leakcheck.Check()
+	}
+	os.Exit(code)
+}
+
+// client is one driver's connection to the server, through its own proxy.
+type client struct {
+	name string
+	b    *counting
+	px   *faultproxy.Proxy
+}
+
+// counting is a Backend that counts the scripts it runs, so that a step
+// can wait for what a faulted call left running in the background (a
+// give-back retried until the server answers) before it checks.
+type counting struct {
+	backend.Backend
+	started, finished atomic.Int64
+}
+
+func (c *counting) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	c.started.Add(1)
+	defer c.finished.Add(1)
+	return c.Backend.Eval(ctx, s, keys, args)
+}
+
+// quiesce waits until c has no script in flight and started none for a
+// while (at most 3s).
+func (c *client) quiesce() {
+	deadline := time.Now().Add(3 * time.Second)
+	last, since := int64(-1), time.Now()
+	for time.Now().Before(deadline) {
+		s := c.b.started.Load()
+		if s != last || c.b.finished.Load() != s {
+			last, since = s, time.Now()
+		} else if time.Since(since) > 25*time.Millisecond {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// drivers make a client of addr each.
+var drivers = []struct {
+	name string
+	new  func(t *testing.T, addr string) backend.Backend
+}{
+	{"go-redis", func(t *testing.T, addr string) backend.Backend {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+			DialTimeout: time.Second, PoolSize: 4})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	}},
+	// rueidis and valkey-go: ForceSingleClient, or they take miniredis's
+	// answer to CLUSTER SLOTS for a cluster and connect to the address
+	// it names, around the proxy.
+	{"rueidis", func(t *testing.T, addr string) backend.Backend {
+		c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{addr}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true,
+			Dialer: net.Dialer{Timeout: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lrueidis.New(c)
+	}},
+	{"valkey", func(t *testing.T, addr string) backend.Backend {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, DisableCache: true, AlwaysRESP2: true, ForceSingleClient: true,
+			Dialer: net.Dialer{Timeout: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
+	}},
+	{"redigo", func(t *testing.T, addr string) backend.Backend {
+		p := &rg.Pool{DialContext: func(ctx context.Context) (rg.Conn, error) {
+			return rg.DialContext(ctx, "tcp", addr, rg.DialConnectTimeout(time.Second))
+		}, MaxIdle: 4}
+		t.Cleanup(func() { p.Close() })
+		return lredigo.New(p)
+	}},
+}
+
+// rig is a server whose clock the test sets and one client per driver.
+// One rig serves every sequence of a test; each sequence works under its
+// own key prefix.
+type rig struct {
+	m       *miniredis.Miniredis
+	now     time.Time // the server's clock
+	clients []*client
+	seq     int
+}
+
+func newRig(t *testing.T) *rig {
+	m := miniredis.RunT(t)
+	r := &rig{m: m, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m.SetTime(r.now)
+	m.ClockTTL(true)
+	for _, d := range drivers {
+		px := faultproxy.Start(t, m.Addr())
+		r.clients = append(r.clients, &client{name: d.name, b: &counting{Backend: d.new(t, px.Addr)}, px: px})
+	}
+	return r
+}
+
+// warm runs every call of a primitive once on a scratch name, so that the
+// server has each script cached: a lost reply must be that of a script
+// that ran, not of the NOSCRIPT answer to its EVALSHA (the resend would
+// get NOSCRIPT again, and the script would never run).
+func (r *rig) warm(t *testing.T, calls func(ctx context.Context, b backend.Backend, opts []primitives.Option) error) {
+	ctx, cancel := ctxFor(callTimeout)
+	defer cancel()
+	if err := calls(ctx, r.clients[0].b, []primitives.Option{primitives.WithPrefix("warm:"), primitives.WithAutoExtend(false)}); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+}
+
+// advance moves the server's clock forward by d.
+func (r *rig) advance(d time.Duration) {
+	r.now = r.now.Add(d)
+	r.m.SetTime(r.now)
+}
+
+// begin starts a sequence: a fresh prefix, an hour after the last one.
+func (r *rig) begin() string {
+	r.seq++
+	r.advance(time.Hour)
+	return fmt.Sprintf("m%d:", r.seq)
+}
+
+// keys returns the keys under prefix (expired ones are gone: miniredis
+// expires lazily on access, by the clock the test set).
+func (r *rig) keys(prefix string) []string {
+	var out []string
+	for _, k := range r.m.Keys() {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkExpiries fails t when a key under prefix has no expiry.
+func (r *rig) checkExpiries(t *rapid.T, prefix string) {
+	for _, k := range r.keys(prefix) {
+		if r.m.TTL(k) <= 0 {
+			fail(t, "a key has no expiry", k, r.m.Type(k))
+		}
+	}
+}
+
+// checkEmpty fails t when anything remains under prefix.
+func (r *rig) checkEmpty(t *rapid.T, prefix, why string) {
+	if ks := r.keys(prefix); len(ks) > 0 {
+		var b strings.Builder
+		for _, k := range ks {
+			fmt.Fprintf(&b, " %s(%s, ttl %v)", k, r.m.Type(k), r.m.TTL(k))
+		}
+		fail(t, why+", yet keys remain", b.String())
+	}
+}
+
+// eventually polls cond for up to 3s (background give-backs of a faulted
+// call run on real time), failing t with what cond last said.
+func eventually(t *rapid.T, what string, cond func() string) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			fail(t, what, msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lostLog counts the "lease lost" records of a primitive's logger.
+type lostLog struct{ n atomic.Int64 }
+
+func (l *lostLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *lostLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.Contains(r.Message, "lease lost") {
+		l.n.Add(1)
+	}
+	return nil
+}
+func (l *lostLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *lostLog) WithGroup(string) slog.Handler      { return l }
+
+// panicker is a user middleware that panics when told to: before calling
+// next, or after next granted (the lease is then dropped on the floor).
+type panicker struct {
+	mu   sync.Mutex
+	when string // "", "before", "after"
+}
+
+type panicked struct{}
+
+func (p *panicker) set(when string) {
+	p.mu.Lock()
+	p.when = when
+	p.mu.Unlock()
+}
+
+func (p *panicker) mw(next latchkit.Acquire) latchkit.Acquire {
+	return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		p.mu.Lock()
+		when := p.when
+		p.when = ""
+		p.mu.Unlock()
+		if when == "before" {
+			panic(panicked{})
+		}
+		l, err := next(ctx, req)
+		if when == "after" && err == nil {
+			panic(panicked{})
+		}
+		return l, err
+	}
+}
+
+// recovered runs f, reporting whether it panicked with panicked{} (any
+// other panic goes on).
+func recovered(f func()) (did bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(panicked); !ok {
+				panic(v)
+			}
+			did = true
+		}
+	}()
+	f()
+	return false
+}
+
+// ttlDraw draws an Extend's TTL across its range: below MinTTL (refused),
+// MinTTL itself, and up to twice the primitive's TTL.
+func ttlDraw(t *rapid.T, ttl time.Duration) time.Duration {
+	return rapid.SampledFrom([]time.Duration{0, primitives.MinTTL - time.Millisecond, primitives.MinTTL,
+		time.Millisecond * time.Duration(rapid.Int64Range(3, int64(2*ttl/time.Millisecond)).Draw(t, "ms")),
+		ttl, 2 * ttl}).Draw(t, "extend ttl")
+}
+
+// advanceDraw draws how far the clock moves: nothing, a millisecond, up to
+// past the TTL, or to just before, at and just after an instant that
+// matters (a lease's expiry).
+func advanceDraw(t *rapid.T, ttl time.Duration, edges []time.Duration) time.Duration {
+	opts := []time.Duration{0, time.Millisecond,
+		time.Millisecond * time.Duration(rapid.Int64Range(0, int64(3*ttl/time.Millisecond)).Draw(t, "ms")), ttl + time.Millisecond}
+	for _, e := range edges {
+		if e > time.Millisecond {
+			opts = append(opts, e-time.Millisecond)
+		}
+		if e > 0 {
+			opts = append(opts, e, e+time.Millisecond)
+		}
+	}
+	return rapid.SampledFrom(opts).Draw(t, "d")
+}
+
+// errKind names what an error matches, for messages and comparisons.
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "nil"
+	case errors.Is(err, latchkit.ErrInvalid):
+		return "ErrInvalid"
+	case errors.Is(err, latchkit.ErrLeaseLost):
+		return "ErrLeaseLost"
+	case errors.Is(err, latchkit.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded):
+		return "deadline+ErrNotAcquired"
+	case errors.Is(err, latchkit.ErrNotAcquired):
+		return "ErrNotAcquired"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	default:
+		return "other"
+	}
+}
+
+// want fails t unless err is of kind want. op names the call in the
+// failure, detail is logged beside it: the failure's message stays the same
+// from run to run (no fence, token or time in it), so that rapid can
+// shrink the sequence (it keeps a smaller case only if it fails with the
+// same message).
+func want(t *rapid.T, op string, err error, want string, detail ...any) {
+	if got := errKind(err); got != want {
+		t.Log(append([]any{op, "returned", err}, detail...)...)
+		t.Fatalf("%s: got %s, want %s", op, got, want)
+	}
+}
+
+// fail logs detail and fails t with the stable message msg (see want).
+func fail(t *rapid.T, msg string, detail ...any) {
+	if len(detail) > 0 {
+		t.Log(detail...)
+	}
+	t.Fatal(msg)
+}
+
+// ctxFor is a context for one call, bounded well above any call's time.
+func ctxFor(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// callTimeout bounds a call no fault is injected into; faultTimeout is the
+// deadline of a call whose reply is lost or whose client is paused, and
+// resendDelay how late the proxy sends its request again.
+const (
+	callTimeout  = 5 * time.Second
+	faultTimeout = 25 * time.Millisecond
+	resendDelay  = 60 * time.Millisecond
+	// shortWait is the deadline of a waiting call (Lock, Acquire) on a
+	// primitive the model says is held: it must give up at it.
+	shortWait = 30 * time.Millisecond
+)
+
+// scripts matches the commands that run a cached script (see warm).
+var scripts = faultproxy.Command("EVALSHA")
+
+// lostReply runs call with the reply of its first script lost: the proxy
+// runs the script, drops the reply and runs the same bytes again
+// resendDelay later, forwarding only the second reply, by which time the
+// call (bounded by faultTimeout) has given up. It reports whether a script
+// ran (a call that made no round trip leaves the proxy disarmed).
+func (c *client) lostReply(call func(ctx context.Context)) (ran bool) {
+	r := c.px.ResendNext(scripts, resendDelay)
+	ctx, cancel := ctxFor(faultTimeout)
+	call(ctx)
+	cancel()
+	select {
+	case <-r.Executed():
+		ran = true
+	case <-time.After(time.Second):
+	}
+	if !ran {
+		c.px.ResendNext(func([]string) bool { return false }, 0) // disarm
+		c.quiesce()
+		return false
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(resendDelay + 200*time.Millisecond): // its connection ended first
+	}
+	c.quiesce()
+	if debug {
+		fmt.Printf("resend on %s: %q\n", c.name, r.Args())
+	}
+	return true
+}
+
+// paused runs call with c's traffic held (a partition): the call gives up
+// at faultTimeout; meanwhile runs with c still paused (the clock may move),
+// then the held bytes go through, late.
+func (c *client) paused(call func(ctx context.Context), meanwhile func()) {
+	c.px.Blackhole(true)
+	ctx, cancel := ctxFor(faultTimeout)
+	call(ctx)
+	cancel()
+	meanwhile()
+	c.px.Blackhole(false)
+	c.quiesce()
+}
+
+// dump shows what is under prefix, and the model's leases, for a failure's
+// message.
+func (r *rig) dump(prefix string, ls *leases) string {
+	var b strings.Builder
+	for _, k := range r.keys(prefix) {
+		fmt.Fprintf(&b, "  %s (%s, ttl %v)", k, r.m.Type(k), r.m.TTL(k))
+		switch r.m.Type(k) {
+		case "string":
+			v, _ := r.m.Get(k)
+			fmt.Fprintf(&b, " = %q", v)
+		case "zset":
+			ms, _ := r.m.ZMembers(k)
+			for _, m := range ms {
+				sc, _ := r.m.ZScore(k, m)
+				fmt.Fprintf(&b, " %q:%.0f", m, sc)
+			}
+		case "hash":
+			fs, _ := r.m.HKeys(k)
+			for _, f := range fs {
+				fmt.Fprintf(&b, " %q=%q", f, r.m.HGet(k, f))
+			}
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "  now %d ms\n", r.now.UnixMilli())
+	for _, l := range ls.all {
+		fmt.Fprintf(&b, "  %v token %s state %d exp %d told %v ran %v\n", l, l.l.Token(), l.st, l.exp.UnixMilli(), l.told, l.ran)
+	}
+	return b.String()
+}
