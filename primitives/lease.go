@@ -151,7 +151,12 @@ func (c leaseContext) Err() error {
 
 // end marks the lease done for cause and ends its Context, if it has one.
 // It reports whether the lease was live until then.
-func (l *lease) end(cause error) (first bool) {
+func (l *lease) end(cause error) (first bool) { return l.endTold(cause, nil) }
+
+// endTold is end that, when this call is the first to end the lease, runs
+// tell before the lease's Context is done: a caller woken by the Context
+// finds what tell wrote (the log line of a loss) already written.
+func (l *lease) endTold(cause error, tell func()) (first bool) {
 	l.mu.Lock()
 	if l.cause == nil {
 		l.cause = cause
@@ -164,6 +169,9 @@ func (l *lease) end(cause error) (first bool) {
 	cancel, why := l.cancel, l.cause
 	l.mu.Unlock()
 	l.stopRenewals() // a lease that ended needs no more
+	if first && tell != nil {
+		tell()
+	}
 	if cancel != nil {
 		cancel(why)
 	}
@@ -322,9 +330,9 @@ var errReleased = errors.New("latchkit: lease released")
 // lose marks the lease lost, ends its context and logs why, unless it
 // had ended already (released, or found lost before): that is not news.
 func (l *lease) lose(cause error) {
-	if l.end(cause) {
+	l.endTold(cause, func() {
 		l.logAttrs(slog.LevelWarn, "latchkit: lease lost", slog.String("cause", cause.Error()))
-	}
+	})
 }
 
 // renewalsSoFar says, for a lease that ran out, how its renewals fared

@@ -66,3 +66,40 @@ func TestWithLoggerLogsRenewalFailuresAndLoss(t *testing.T) {
 		t.Errorf("the log shows the token:\n%s", out)
 	}
 }
+
+// slowWriter is a log destination that takes a while to write, as a file
+// on a busy disk or a network sink does.
+type slowWriter struct{ syncBuffer }
+
+func (s *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(30 * time.Millisecond)
+	return s.syncBuffer.Write(p)
+}
+
+// The loss is logged before the lease's Context ends: a caller woken by
+// the Context (to log its own line, or to exit) finds the library's line
+// already written, however slow the log's destination.
+func TestLossLoggedBeforeContextEnds(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	var w slowWriter
+	mu, err := primitives.NewMutex(goredis.New(c), "slowlog", primitives.WithTTL(300*time.Millisecond),
+		primitives.WithLogger(slog.New(slog.NewTextHandler(&w, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mu.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	select {
+	case <-l.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease did not end with Redis gone")
+	}
+	if out, want := w.String(), `msg="latchkit: lease lost"`; strings.Count(out, want) != 1 {
+		t.Errorf("when the Context ended the log held %d lines saying the lease was lost, want 1:\n%s", strings.Count(out, want), out)
+	}
+}
