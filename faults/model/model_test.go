@@ -77,7 +77,7 @@ var debug = os.Getenv("MODEL_DEBUG") != ""
 // Sequences per primitive in each lane, unless -rapid.checks is given.
 const (
 	fastChecks = 5
-	longChecks = 300
+	longChecks = 100
 )
 
 func TestMain(m *testing.M) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,4 +95,82 @@ func TestRegressPanicAfterGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Release(context.Background())
+}
+
+// TestFairSetLimitPausedWaiter is the FairSemaphore over-grant reported
+// in issue 28 as a sequence ("A holds 3 of 6, W waits for 5; while W is
+// paused SetLimit(2), A releases, B TryAcquireN(2) granted, SetLimit(6): W
+// granted 5 beside B's 2 -> 7 of 6"), written through the public API with
+// W's client paused by its proxy: after every step the permits held in
+// Redis are exactly what the limit in force allows (W, heavier than the
+// limit and then not fitting beside B, is never granted).
+func TestFairSetLimitPausedWaiter(t *testing.T) {
+	r := newRig(t)
+	r.warm(t, warmSem(semKinds[1]))
+	prefix := r.begin()
+	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(10 * time.Second)}
+	sems := make([]primitives.Semaphore, 3)
+	for i := range sems {
+		sems[i], _ = primitives.NewFairSemaphore(r.clients[i].b, "f", 6, opts...)
+	}
+	ctx := context.Background()
+	keys := primitives.FairLayout.KeysOf(prefix, "f")
+	held := func(step string, want int) {
+		t.Helper()
+		sum := 0
+		for tok := range semKinds[1].holders(r, keys) {
+			n := 1
+			if w := r.m.HGet(weightsKey(semKinds[1], keys), tok); w != "" {
+				n, _ = strconv.Atoi(w)
+			}
+			sum += n
+		}
+		if sum != want {
+			t.Fatalf("after %s: %d permits held, want %d", step, sum, want)
+		}
+	}
+	a, err := sems[0].TryAcquireN(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held("A's TryAcquireN(3)", 3)
+	// W queues for 5, then its client is paused: its later attempts and
+	// the hand-over's message wait in the proxy.
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	w := r.clients[1]
+	before := w.b.finished.Load()
+	done := make(chan error, 1)
+	go func() {
+		l, err := sems[1].AcquireN(wctx, 5)
+		if err == nil {
+			_ = l.Release(context.Background())
+		}
+		done <- err
+	}()
+	for w.b.finished.Load() == before {
+		time.Sleep(time.Millisecond)
+	}
+	w.px.Blackhole(true)
+	defer func() { w.px.Blackhole(false); cancel(); <-done }()
+	if err := sems[0].SetLimit(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	held("SetLimit(2)", 3) // A's 3 stay: lowering revokes nothing
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held("A's release", 0) // W (5) is heavier than the limit (2): passed over
+	if _, err := sems[2].TryAcquireN(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	held("B's TryAcquireN(2)", 2)
+	if err := sems[0].SetLimit(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	held("SetLimit(6)", 2) // W's 5 beside B's 2 would be 7 of 6
+	// W resumes: its held attempts and the hand-over's message go through.
+	w.px.Blackhole(false)
+	w.quiesce()
+	held("W resumed", 2)
 }
