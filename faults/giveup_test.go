@@ -14,6 +14,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/faultproxy"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -29,7 +30,7 @@ import (
 // the Lock returned, but must finish).
 func TestGiveUpInFlight(t *testing.T) {
 	redistest.Require(t)
-	for _, d := range drivers {
+	for _, d := range lane.Subset(drivers, 1, 1) {
 		for _, p := range prims {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
 				srv := redistest.Start(t)
@@ -142,7 +143,7 @@ func TestResentQueueingAttempt(t *testing.T) {
 		{"ReentrantMutex", true, primitives.NewReentrantMutex, true},
 		{"FairMutex", false, primitives.NewFairMutex, false},
 	}
-	for _, d := range drivers {
+	for _, d := range lane.Subset(drivers, 2, 1) {
 		for _, k := range kinds {
 			t.Run(d.name+"/"+k.name, func(t *testing.T) {
 				srv := redistest.Start(t)

@@ -20,6 +20,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/internal/cpuhog"
 	"github.com/latchkit/latchkit/internal/faultproxy"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -459,11 +460,17 @@ func explainIllegal(t *testing.T, m porcupine.Model, ops []porcupine.Operation, 
 // hand-overs on release are in the history too, and so are Locks given up
 // while their attempt was in flight: such a Lock may have held the
 // primitive for a while, but holds nothing once it returned.
+//
+// The fast lane runs each primitive through one driver, rotating, without
+// the busy processes (they would starve the packages tested beside it);
+// the long lane every driver and primitive beside them.
 func TestLinearizable(t *testing.T) {
 	redistest.Require(t)
-	cpuhog.Start(t, 2)
-	for _, d := range drivers {
-		for _, p := range linPrims() {
+	if lane.Long() {
+		cpuhog.Start(t, 2)
+	}
+	for i, p := range linPrims() {
+		for _, d := range lane.Subset(drivers, i, 1) {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
 				linearizable(t, []driver{d}, p, "linearizability", "two CPU-busy processes beside the test: 5 clients, concurrent TryLock, waiting Lock given up after 20 ms (hand-overs) and Release checked by porcupine", 3, 0)
 			})
@@ -482,7 +489,9 @@ func TestLinearizableMixedDrivers(t *testing.T) {
 	if len(drivers) > 5 {
 		t.Fatalf("%d drivers for 5 clients: some would not take part", len(drivers))
 	}
-	for _, p := range linPrims() {
+	// The fast lane: two of the primitives (the semaphores of 2; TestLinearizable
+	// runs the others there too).
+	for _, p := range lane.Subset(linPrims(), 1, 2) {
 		t.Run(p.name, func(t *testing.T) {
 			linearizable(t, drivers, p, "linearizability, mixed drivers", "the 5 clients spread over every driver, on the same keys: concurrent TryLock, waiting Lock given up after 20 ms (hand-overs) and Release checked by porcupine", 3, 0)
 		})
@@ -493,10 +502,13 @@ func TestLinearizableMixedDrivers(t *testing.T) {
 // 8th single attempt of client 0 losing its reply after the server ran it
 // (the connection is reset): the attempt either succeeds (a driver that
 // resends it finds its own grant) or fails, and then leaves nothing held.
+//
+// The fast lane runs each primitive through one driver, rotating (another
+// than TestLinearizable's).
 func TestLinearizableLostReplies(t *testing.T) {
 	redistest.Require(t)
-	for _, d := range drivers {
-		for _, p := range linPrims() {
+	for i, p := range linPrims() {
+		for _, d := range lane.Subset(drivers, i+1, 1) {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
 				linearizable(t, []driver{d}, p, "linearizability, lost replies", "as linearizability (no busy processes), and one TryLock reply in 8 of one client dropped after the server ran it (connection reset)", 1, 8)
 			})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -220,7 +221,7 @@ const waitBound = 2 * time.Second
 // client returned, every name is free.
 func TestMixedUse(t *testing.T) {
 	redistest.Require(t)
-	for _, d := range drivers {
+	for _, d := range lane.Subset(drivers, 3, 1) {
 		t.Run(d.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			opts := []primitives.Option{primitives.WithPrefix("m:")}
@@ -460,7 +461,7 @@ func explainMixed(t *testing.T, ops []porcupine.Operation, info porcupine.Linear
 // which does not queue, must still get its turn: granted within 2 s.
 func TestMultiLockAmongMutexWaiters(t *testing.T) {
 	redistest.Require(t)
-	for _, d := range drivers {
+	for _, d := range lane.Subset(drivers, 0, 1) {
 		t.Run(d.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			opts := []primitives.Option{primitives.WithPrefix("s:")}
@@ -548,7 +549,7 @@ func TestWokenAcrossKinds(t *testing.T) {
 			return primitives.NewMultiLock(b, []string{"a", "b"}, opts...)
 		}},
 	}
-	for _, d := range drivers {
+	for _, d := range lane.Subset(drivers, 1, 1) {
 		for _, holder := range kinds {
 			for _, waiter := range kinds {
 				t.Run(d.name+"/"+holder.name+"_then_"+waiter.name, func(t *testing.T) {

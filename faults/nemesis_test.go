@@ -28,13 +28,14 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/faultproxy"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 var (
 	nemSeed     = flag.Uint64("nemesis.seed", 0, "replay this one seed of TestNemesis (its topology, driver and primitive follow from it)")
-	nemSeeds    = flag.Int("nemesis.seeds", 16, "how many seeds TestNemesis runs, from -nemesis.first")
+	nemSeeds    = flag.Int("nemesis.seeds", lane.Pick(3, 16), "how many seeds TestNemesis runs, from -nemesis.first (default 3 in the fast lane: one Redlock, one single Redis, one Cluster; 16 in the long lane)")
 	nemFirst    = flag.Uint64("nemesis.first", 1, "the first seed TestNemesis runs")
 	nemParallel = flag.Int("nemesis.parallel", 1, "how many seeds of a configuration run at once")
 	nemLimit    = flag.Int("nemesis.budget", -1, "let the generator impair this many Redlock instances at once (default N - quorum); the checker still judges by N - quorum")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -69,7 +70,7 @@ func transient(err error) bool {
 // returned the raw MOVED for a minute, a waiting Lock at once.
 func TestReshardReplicaAck(t *testing.T) {
 	redistest.Require(t)
-	for _, cd := range clusterDrivers {
+	for _, cd := range lane.Subset(clusterDrivers, 0, 1) {
 		t.Run(cd.name, func(t *testing.T) {
 			cl := redistest.StartClusterWithReplicas(t, 3, 1)
 			const p, name = "ack:", "acked"
@@ -161,7 +162,7 @@ func TestReshardReplicaAck(t *testing.T) {
 // TryLocks surfaced raw TRYAGAIN and ASK replies.
 func TestReshardMigratingSlot(t *testing.T) {
 	redistest.Require(t)
-	for _, cd := range clusterDrivers {
+	for _, cd := range lane.Subset(clusterDrivers, 2, 1) {
 		t.Run(cd.name, func(t *testing.T) {
 			t.Parallel() // a Cluster each; the test mostly waits
 			cl := redistest.StartCluster(t, 3)
@@ -196,6 +197,23 @@ func TestReshardMigratingSlot(t *testing.T) {
 					if err := cl.BeginMigration(ctx, slot, from, to); err != nil {
 						t.Fatal(err)
 					}
+					// Every primitive's names share the slot: one whose
+					// subtest stopped mid-migration must not leave it
+					// migrating for the next.
+					ended := false
+					t.Cleanup(func() {
+						if ended {
+							return
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						if _, err := cl.MoveKeys(ctx, slot, from, to); err != nil {
+							t.Logf("finishing the migration after a failure: %v", err)
+						}
+						if err := cl.EndMigration(ctx, slot, from, to); err != nil {
+							t.Logf("finishing the migration after a failure: %v", err)
+						}
+					})
 					migrating := time.Now()
 					if l, err := try(ctx); err == nil {
 						t.Errorf("contender's TryLock during the migration granted (fence %d) while held", l.Fence())
@@ -228,6 +246,7 @@ func TestReshardMigratingSlot(t *testing.T) {
 					if err := cl.EndMigration(ctx, slot, from, to); err != nil {
 						t.Fatal(err)
 					}
+					ended = true
 					t.Logf("slot %d migrated for %v, %d keys moved", slot, time.Since(migrating).Round(time.Millisecond), moved)
 					select {
 					case r := <-waited:

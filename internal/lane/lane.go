@@ -35,7 +35,18 @@ func LongOnly(t testing.TB, why string) {
 	}
 }
 
-// Rotate returns the item of items that the i-th case of a fast-lane
-// matrix runs with (items[i mod len]), so that a matrix cut down to one
-// driver per scenario still covers every driver across its scenarios.
-func Rotate[T any](items []T, i int) T { return items[i%len(items)] }
+// Subset returns the items that the i-th case of a matrix runs with: all
+// of them in the long lane; in the fast lane n of them, starting at i*n and
+// wrapping, so that a matrix cut down to n items per case still covers
+// every item across its cases (case 0 takes items 0..n-1, case 1 the next
+// n, ...). The result is a new slice.
+func Subset[T any](items []T, i, n int) []T {
+	if Long() || n >= len(items) {
+		return append([]T(nil), items...)
+	}
+	out := make([]T, 0, n)
+	for k := 0; k < n; k++ {
+		out = append(out, items[(i*n+k)%len(items)])
+	}
+	return out
+}
