@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -258,7 +259,8 @@ func testAutoExtend(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+	// 2.5 TTLs (7 renewals) in the fast lane, 5 in the long.
+	for end := time.Now().Add(lane.Pick(1500*time.Millisecond, 3*time.Second)); time.Now().Before(end); {
 		time.Sleep(100 * time.Millisecond)
 		if other, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
 			// Renewals can fall behind on a starved machine; the holder
