@@ -39,7 +39,9 @@ type LayoutKey struct {
 // five keys); a FairMutex is a FairSemaphore of one permit.
 var (
 	// MutexLayout: the lock (the holder's token, PX ttl), the fence
-	// counter, the release marker (the last released token), the holder's
+	// counter, the release marker (the stem of each release's own
+	// marker, marker:token, kept markerTTL; see mark_released in
+	// lua/prelude.lua: the stem itself is not written), the holder's
 	// annotation, the tokens given back (zset token -> ms), the wait queue
 	// (zset entry -> place) and the waiters' liveness (zset entry ->
 	// expiry).

@@ -295,7 +295,8 @@ func (l *lease) Release(ctx context.Context) error {
 	held, err := l.h.release(ctx, l.token)
 	if err != nil {
 		// The outcome is unknown; a retried Release finds out (a release
-		// that did happen leaves a marker that makes the retry succeed).
+		// that did happen leaves a marker that makes the retry succeed, for
+		// markerTTL).
 		// Renewals stay off: the caller meant to give the lease up, and a
 		// lease renewed on behalf of a caller that gave up on it would
 		// block everyone for as long as the process lives. Unreleased, it

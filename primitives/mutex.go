@@ -75,7 +75,12 @@ const wakeIDBytes = 8
 
 // markerTTL is how long a release marker lives, and a finished token is
 // remembered (see remember in lua/prelude.lua): longer than any retry of
-// the release that wrote it, and than any late copy of an attempt.
+// the release that wrote it, and than any late copy of an attempt. A
+// release retried more than markerTTL after its first try ran may be
+// reported lost: the evidence is gone. A Mutex's (Election's, MultiLock's
+// name's, Redlock instance's) release writes a marker of its own
+// (mark_released): one key per release in the last markerTTL, about 180
+// bytes each on Redis 7.0 with a short name.
 const markerTTL = 60 * time.Second
 
 type mutex struct {

@@ -247,6 +247,30 @@ local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
   return {0, hint, who}
 end
 
+--@ mark_released
+-- mark_released leaves the evidence that tok released the mutex lock whose
+-- release marker is key (KEYS[3] of the Mutex layout): a key of its own,
+-- key..':'..tok, holding '1' for $MARKER_MS ms, so that a retried release
+-- whose first reply was lost finds it (released) whatever happened to the
+-- name since: another holder's release, or a hand-over and its new
+-- holder's release, writes its own key and never overwrites this one. One
+-- SET per release, each key expiring: at most one key per release in the
+-- last $MARKER_MS ms. The key shares the name's hash tag but is not among
+-- the script's KEYS (its name needs the token), so the SET is a pcall: a
+-- server that refuses it (a Cluster slot migrating, an ACL) costs only
+-- the evidence, never the release it follows.
+local function mark_released(key, tok)
+  redis.pcall('SET', key .. ':' .. tok, '1', 'PX', $MARKER_MS)
+end
+
+--@ was_released
+-- was_released reports whether tok released the mutex lock whose release
+-- marker is key within the last $MARKER_MS ms (see mark_released). It
+-- writes nothing and never raises.
+local function was_released(key, tok)
+  return redis.pcall('GET', key .. ':' .. tok) == '1'
+end
+
 --@ remember
 -- remember notes tok in key, a zset of the tokens that recently finished
 -- (released, or given back by an acquisition that ended without a grant),
