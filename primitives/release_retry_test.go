@@ -299,22 +299,13 @@ func TestReleaseAfterExpiryIsLost(t *testing.T) {
 // Between a lost release and its retry, more tokens than any fixed bound
 // finish on the name (1100 others take it and release it, a millisecond
 // apart on the server's clock): the retry still finds its own evidence.
-// On miniredis (slower per call) the Mutex alone.
+// On miniredis (slower per call) the Mutex and the Semaphore alone.
 func TestRetriedReleaseAfterManyOtherReleases(t *testing.T) {
-	// cappedSet are the kinds whose evidence is the set of finished
-	// tokens (remember in lua/prelude.lua), which keeps at most 1024 of
-	// them: a retry after more releases than that is reported lost. The
-	// cap is being reworked with the other bounds (issue 28, item 2;
-	// primitives/bounds_test.go): drop the skip with it.
-	cappedSet := map[string]bool{"Semaphore(1)": true, "FairSemaphore(1)": true, "FairMutex": true, "RWLock/read": true, "RWLock/write": true}
 	onFairServers(t, func(t *testing.T, srv fairServer) {
 		for _, k := range retryKinds {
 			t.Run(k.name, func(t *testing.T) {
-				if cappedSet[k.name] {
-					t.Skip("the finished-token set keeps 1024 tokens (remember): issue 28, item 2")
-				}
-				if srv.mini != nil && k.name != "Mutex" {
-					t.Skip("the same evidence as the Mutex's (mark_released): the Mutex covers it on miniredis, every kind on redis-server")
+				if srv.mini != nil && k.name != "Mutex" && k.name != "Semaphore(1)" {
+					t.Skip("the same evidence as the Mutex's (mark_released) or the Semaphore's (remember): they cover it on miniredis, every kind on redis-server")
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()

@@ -277,11 +277,15 @@ end
 -- scored by now: a retried release whose first reply was lost finds its
 -- token there and reports success, and a late copy of an attempt whose
 -- acquisition gave up finds it there and is refused, so it cannot leave a
--- grant nobody holds. It keeps the tokens of the last $MARKER_MS ms, at
--- most 1024.
+-- grant nobody holds. It keeps every token of the last $MARKER_MS ms, and
+-- only those: any fixed cap on their number would forget a token within
+-- the window once more finished after it (a retried release reported
+-- lost, a late attempt granted to nobody). Memory follows the rate: one
+-- entry per token finished in the window (about 160 bytes once the set
+-- is past 128 entries, far less below), trimmed by every call and gone
+-- with the key a window after the last.
 local function remember(key, tok, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - $MARKER_MS)
-  redis.call('ZREMRANGEBYRANK', key, 0, -1024)
   redis.call('ZADD', key, now, tok)
   redis.call('PEXPIRE', key, $MARKER_MS)
 end
