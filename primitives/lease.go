@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
 )
 
 // holder is what a primitive tells its leases: how to extend, release and
@@ -299,11 +300,21 @@ func (l *lease) Release(ctx context.Context) error {
 		// markerTTL).
 		// Renewals stay off: the caller meant to give the lease up, and a
 		// lease renewed on behalf of a caller that gave up on it would
-		// block everyone for as long as the process lives. Unreleased, it
+		// block everyone for as long as the process lives. A release that
+		// may not have reached Redis (unreachable, timed out: under a
+		// starved CPU rueidis times out a call made without a deadline
+		// after its ConnWriteTimeout, 500 ms, the release unsent) is
+		// retried in the background as a give-back is (retryGiveBack), so
+		// that the primitive is not left taken for the TTL by a lease
+		// nobody holds. Left unreleased (refused, or the window spent), it
 		// expires with its TTL; its Context ends then (its timer is armed).
 		l.mu.Lock()
 		l.autoExtend = false
+		window := min(l.ttl+time.Second, maxGiveBackWindow)
 		l.mu.Unlock()
+		if unknownOutcome(err) {
+			go retryGiveBack(context.WithoutCancel(ctx), l.token, l.releaseToken, window)
+		}
 		return l.opErr("release", err)
 	}
 	switch {
@@ -322,6 +333,20 @@ func (l *lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released, l.relErr = true, err
 	l.mu.Unlock()
+	return err
+}
+
+// unknownOutcome reports whether a failed call may or may not have run:
+// Redis was not reached in time, or the call's context ended while it was
+// in flight. An error reply (the server refused) and a closed client are
+// known outcomes.
+func unknownOutcome(err error) bool {
+	return errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// releaseToken releases token, as a give-back of the lease (see giveBack).
+func (l *lease) releaseToken(ctx context.Context, token string) error {
+	_, err := l.h.release(ctx, token)
 	return err
 }
 
@@ -381,8 +406,5 @@ func (l *lease) giveBack() {
 	l.mu.Lock()
 	window := min(l.ttl+time.Second, maxGiveBackWindow)
 	l.mu.Unlock()
-	giveBack(context.Background(), l.token, func(ctx context.Context, token string) error {
-		_, err := l.h.release(ctx, token)
-		return err
-	}, window)
+	giveBack(context.Background(), l.token, l.releaseToken, window)
 }
