@@ -65,6 +65,7 @@ type lease struct {
 	ttl      time.Duration // what renewals extend by
 	deadline time.Time
 	done     bool  // released, or known lost
+	telling  bool  // the first ender is telling (logging) why, before it ends ctx
 	cause    error // why it is done
 	released bool  // Release succeeded or found it lost
 	relErr   error // what that Release returned: every later Release returns it too
@@ -121,7 +122,9 @@ func (l *lease) Context() context.Context {
 		ctx, cancel := context.WithCancelCause(context.WithoutCancel(l.parent))
 		l.ctx, l.cancel = leaseContext{ctx, l}, cancel
 		if l.done {
-			l.cancel(l.cause)
+			if !l.telling { // else the ender ends it once told
+				l.cancel(l.cause)
+			}
 		} else {
 			l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 		}
@@ -164,15 +167,27 @@ func (l *lease) endTold(cause error, tell func()) (first bool) {
 	}
 	first = !l.done
 	l.done = true
+	telling := first && tell != nil
+	l.telling = l.telling || telling
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	cancel, why := l.cancel, l.cause
 	l.mu.Unlock()
 	l.stopRenewals() // a lease that ended needs no more
-	if first && tell != nil {
+	if telling {
 		tell()
 	}
+	l.mu.Lock()
+	if telling {
+		l.telling = false
+	}
+	// While the first ender tells, nobody ends the Context: it does,
+	// once told (a Context made meanwhile waits for it too).
+	cancel, why := l.cancel, l.cause
+	if l.telling {
+		cancel = nil
+	}
+	l.mu.Unlock()
 	if cancel != nil {
 		cancel(why)
 	}

@@ -103,3 +103,47 @@ func TestLossLoggedBeforeContextEnds(t *testing.T) {
 		t.Errorf("when the Context ended the log held %d lines saying the lease was lost, want 1:\n%s", strings.Count(out, want), out)
 	}
 }
+
+// signalWriter is slowWriter that says when it begins writing a line
+// holding mark.
+type signalWriter struct {
+	slowWriter
+	mark  string
+	begun chan struct{}
+	once  sync.Once
+}
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), s.mark) {
+		s.once.Do(func() { close(s.begun) })
+	}
+	return s.slowWriter.Write(p)
+}
+
+// A Context first asked for while the loss is being logged ends only once
+// the line is written, as one made before does.
+func TestLossLoggedBeforeContextMadeDuringIt(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	w := &signalWriter{mark: `msg="latchkit: lease lost"`, begun: make(chan struct{})}
+	mu, err := primitives.NewMutex(goredis.New(c), "midlog", primitives.WithTTL(300*time.Millisecond),
+		primitives.WithLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mu.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	select {
+	case <-w.begun:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loss was not logged with Redis gone")
+	}
+	<-l.Context().Done() // made now, while the line is being written
+	if out := w.String(); !strings.Contains(out, w.mark) {
+		t.Errorf("a Context made while the loss was logged ended before the line was written:\n%s", out)
+	}
+}
