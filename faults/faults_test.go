@@ -8,8 +8,11 @@
 // back within its deadline, and the primitive working again once the fault
 // heals, without a new client.
 //
-// go test ./faults/ -args -report=../RELIABILITY.md writes the table of
-// RELIABILITY.md from the run.
+// LATCHKIT_LONG=1 go test ./faults/ -args -report=../RELIABILITY.md writes
+// the table of RELIABILITY.md from a long-lane run. Plain go test (the fast
+// lane) runs each scenario once, through one driver, at a small size; the
+// long lane (LATCHKIT_LONG=1, see internal/lane) every driver, primitive and
+// seed at full size.
 package faults_test
 
 import (
@@ -635,7 +638,7 @@ What latchkit does when things go wrong, measured by the fault suite in
 ` + "`faults/`" + ` against real ` + "`redis-server`" + ` processes it starts on loopback, through
 every driver. Regenerate this file with:
 
-    go test ./faults/ -count=1 -timeout 60m -args -report=../RELIABILITY.md
+    LATCHKIT_LONG=1 go test ./faults/ -count=1 -timeout 60m -args -report=../RELIABILITY.md
 
 Each run drives 4 clients (each with its own connections, through its own
 fault-injecting TCP proxy) taking and giving back one primitive for 2.5 s
