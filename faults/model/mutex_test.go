@@ -72,6 +72,7 @@ type leases struct {
 	logged    int64 // "lease lost" records the model expects
 	lastTouch time.Time
 	log       *lostLog
+	prefix    string
 	// retriedReleaseExact: a retried Release whose first reply was lost
 	// must succeed whatever happened in between. Off for the Mutex until
 	// finding 28.1-B is fixed (it may say ErrLeaseLost once another holder
@@ -148,7 +149,7 @@ func (ls *leases) release(t *rapid.T, l *mlease) {
 			wantErr = "ErrLeaseLost" // retried after the markers' window
 		}
 	}
-	want(t, fmt.Sprintf("Release (state %d, told %v)", l.st, l.told), err, wantErr, l)
+	want(t, fmt.Sprintf("Release (state %d, told %v)", l.st, l.told), err, wantErr, l, "\n"+ls.r.dump(ls.prefix, ls))
 	l.st, l.relErr = released, wantErr
 }
 
@@ -179,9 +180,12 @@ func (ls *leases) releaseLost(t *rapid.T, l *mlease) {
 		fmt.Printf("release %v token %s with a lost reply: %v\n", l, l.l.Token(), err)
 	}
 	if l.st == held {
-		l.ran = l.live(ls.r.now)
+		// The markers' window runs from this release, the one that
+		// freed the lease: a repeated one finds the marker and leaves
+		// it as it was.
+		l.ran, l.lostAt = l.live(ls.r.now), ls.r.now
 	}
-	l.st, l.lostAt = unknown, ls.r.now
+	l.st = unknown
 }
 
 // extend is Extend on a lease in any state.
@@ -296,7 +300,7 @@ func TestModelMutex(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		prefix := r.begin()
 		ttl := rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
-		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now}
+		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now, prefix: prefix}
 		pn := &panicker{}
 		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
 			primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}

@@ -105,7 +105,7 @@ func testSemaphore(t *testing.T, k semKind) {
 		prefix := r.begin()
 		ttl := rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
 		limit := rapid.IntRange(1, 4).Draw(t, "limit")
-		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now, retriedReleaseExact: true}
+		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now, retriedReleaseExact: true, prefix: prefix}
 		pn := &panicker{}
 		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
 			primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}
