@@ -110,10 +110,40 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 
 // chain runs the wait loop of a inside the user's middleware (a copy of a,
 // so that the middleware-free path keeps its acquisition on the stack).
-func (c *config) chain(ctx context.Context, req *latchkit.Request, a acquisition) (latchkit.Lease, error) {
+// A grant the middleware does not hand to the caller (it panicked, or
+// returned an error or no lease after the wait loop granted) is released
+// before chain returns or the panic goes on: nobody else could, and
+// renewed, it would keep the primitive for as long as the process lives.
+func (c *config) chain(ctx context.Context, req *latchkit.Request, a acquisition) (l latchkit.Lease, err error) {
+	var granted latchkit.Lease
+	defer func() {
+		if granted == nil {
+			return
+		}
+		if r := recover(); r != nil {
+			c.releaseUnclaimed(ctx, granted)
+			panic(r)
+		}
+		if err != nil || l == nil {
+			c.releaseUnclaimed(ctx, granted)
+		}
+	}()
 	return latchkit.Chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		return c.wait(ctx, req, &a)
+		l, err := c.wait(ctx, req, &a)
+		if err == nil {
+			granted = l
+		}
+		return l, err
 	}, c.mws...)(ctx, req)
+}
+
+// releaseUnclaimed releases a grant nobody received, waiting for it no
+// longer than a give-back (a release of unknown outcome goes on in the
+// background, see lease.Release).
+func (c *config) releaseUnclaimed(ctx context.Context, l latchkit.Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	_ = l.Release(ctx)
 }
 
 // wait is the wait loop of every primitive: attempt, classify the outcome,

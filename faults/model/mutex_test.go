@@ -29,7 +29,7 @@ const markerTTL = 60 * time.Second
 // middleware that panics after the wait loop granted leaves the grant held
 // by a token nobody has (see TestRegressPanicAfterGrant). Set it once the
 // fix is in.
-const panicAfterGrantFixed = false
+const panicAfterGrantFixed = true
 
 // lstate is where a lease is, as the model sees it.
 type lstate int
