@@ -42,13 +42,17 @@ const (
 	AttrFence    = attribute.Key("latchkit.fence")    // the grant's fencing token
 	AttrWaitHint = attribute.Key("latchkit.wait_hint_ms")
 	AttrLinkType = attribute.Key("latchkit.link") // "holder" on a link to the span that held what we waited for
+	// AttrCause says why: why a lease was lost (on a LeaseLost span and
+	// its event), why the caller's context ended a wait (on the
+	// latchkit.ctx_done event of an acquisition's span).
+	AttrCause = attribute.Key("latchkit.cause")
 )
 
 // The outcomes of an acquisition, as AttrOutcome values.
 const (
 	OutcomeAcquired    = "acquired"
 	OutcomeNotAcquired = "not_acquired" // a Try found it held, or the retry policy gave up
-	OutcomeCtxDone     = "ctx_done"     // the context ended the wait
+	OutcomeCtxDone     = "ctx_done"     // the caller's context ended the wait: recorded, not an error
 	OutcomeError       = "error"        // Redis unreachable, bad input, ...
 )
 
@@ -124,7 +128,22 @@ func WithHolderLinks(on bool) TracingOption { return func(c *tracingConfig) { c.
 // "latchkit.RLock", "latchkit.Acquire", ...) with the kind, name, attempts,
 // outcome and fence, and an event per attempt; one per Release and Extend
 // of the lease it returns; and, when the lease is lost, a
-// "latchkit.LeaseLost" span with an event in the acquisition's trace.
+// "latchkit.LeaseLost" span with the cause (latchkit.cause) and an event,
+// a child of the acquisition's span.
+//
+// A Release or Extend whose context carries no span (the usual
+// lease.Release(context.Background()), or a call from another goroutine)
+// is a child of the acquisition's span: the acquisition, its extensions,
+// its release and its loss read as one trace, whatever context the calls
+// got. A context with a span of its own keeps the call in that span's
+// trace, under it, with a link to the acquisition's span.
+//
+// Only failures are errors (span status Error, latchkit.acquisitions
+// outcome "error"): Redis unreachable, a bad argument, a failed Release or
+// Extend, a lost lease. A Try that finds the primitive held
+// (not_acquired) is not one, nor is a wait the caller gave up on, its
+// context ending (ctx_done): that span gets a "latchkit.ctx_done" event
+// with the cause and keeps the status Unset.
 //
 // A latch's Wait (kind latchkit.KindLatch) gets a "latchkit.Wait" span
 // like an acquisition's: attempts (each a read of the count, an event
@@ -352,9 +371,17 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 		span.SetAttributes(AttrAttempts.Int(attempts), AttrOutcome.String(out))
 	}
 	if err != nil {
-		if out == OutcomeError || out == OutcomeCtxDone {
+		switch out {
+		case OutcomeError:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, out)
+		case OutcomeCtxDone:
+			// The caller stopped waiting: what happened, not a
+			// failure (a trace viewer would show every timed-out wait
+			// as a red span otherwise).
+			if recording {
+				span.AddEvent("latchkit.ctx_done", trace.WithAttributes(AttrCause.String(ctxDoneCause(ctx, err))))
+			}
 		}
 		return nil, err
 	}
@@ -367,11 +394,20 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 	if recording {
 		span.SetAttributes(AttrFence.Int64(l.Fence()))
 		tl.spanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(append(spanAttrs, AttrFence.Int64(l.Fence()))...),
-			trace.WithLinks(trace.Link{SpanContext: tl.span})}
+			trace.WithAttributes(append(spanAttrs, AttrFence.Int64(l.Fence()))...)}
 	}
 	context.AfterFunc(l.Context(), tl.ended)
 	return tl, nil
+}
+
+// ctxDoneCause is what a wait given up by its context says: the error
+// returned (the attempts made, the last holder's wait hint), and the
+// context's cause when the caller gave one (context.WithCancelCause).
+func ctxDoneCause(ctx context.Context, err error) string {
+	if c := context.Cause(ctx); c != nil && c != ctx.Err() && !errors.Is(err, c) {
+		return err.Error() + " (cause: " + c.Error() + ")"
+	}
+	return err.Error()
 }
 
 // statusOnPanic, deferred after the span's End, gives span an error
@@ -391,7 +427,7 @@ type tracedLease struct {
 	kind     latchkit.Kind
 	name     string
 	span     trace.SpanContext       // the acquisition's
-	spanOpts []trace.SpanStartOption // of Release and Extend spans: kind, name, fence, a link to span
+	spanOpts []trace.SpanStartOption // of Release and Extend spans: kind, name, fence
 	granted  time.Time
 
 	recorded atomic.Bool // hold time and loss are recorded once
@@ -404,26 +440,46 @@ func (l *tracedLease) Unwrap() latchkit.Lease { return l.Lease }
 // ended runs when the lease's Context is done: on Release, or on loss
 // (also after a Release that failed, when the lease then runs out).
 func (l *tracedLease) ended() {
-	if errors.Is(context.Cause(l.Context()), latchkit.ErrLeaseLost) {
-		l.markLost()
+	if cause := context.Cause(l.Context()); errors.Is(cause, latchkit.ErrLeaseLost) {
+		l.markLost(cause)
 	}
 }
 
-func (l *tracedLease) markLost() {
+// markLost records the loss of the lease, once: the lost-lease count, the
+// hold time, and a LeaseLost span under the acquisition's span that says
+// why (cause: what the renewal, the deadline, an Extend or a Release
+// found; it names the primitive, never the token).
+func (l *tracedLease) markLost(cause error) {
 	if l.recorded.CompareAndSwap(false, true) {
 		ctx := trace.ContextWithSpanContext(context.Background(), l.span)
 		l.t.lost.Add(ctx, 1, l.t.metricAttrs(l.kind, l.name))
 		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
+		why := AttrCause.String(cause.Error())
 		_, span := l.t.tr.Start(ctx, "latchkit.LeaseLost", trace.WithAttributes(
-			AttrKind.String(string(l.kind)), AttrName.String(l.name), AttrFence.Int64(l.Fence())))
-		span.AddEvent("latchkit.lease_lost")
+			AttrKind.String(string(l.kind)), AttrName.String(l.name), AttrFence.Int64(l.Fence()), why))
+		span.AddEvent("latchkit.lease_lost", trace.WithAttributes(why))
 		span.SetStatus(codes.Error, "lease lost")
 		span.End()
 	}
 }
 
+// start starts the span of a Release or Extend. A context without a span
+// of its own gets the acquisition's span as parent, so that the call is in
+// the acquisition's trace rather than the root of a trace of its own (one
+// orphan trace per release otherwise); a context with its own span keeps
+// the call there, linked to the acquisition's span.
+func (l *tracedLease) start(ctx context.Context, name string) (context.Context, trace.Span) {
+	if !l.span.IsValid() {
+		return l.t.tr.Start(ctx, name, l.spanOpts...)
+	}
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return l.t.tr.Start(trace.ContextWithSpanContext(ctx, l.span), name, l.spanOpts...)
+	}
+	return l.t.tr.Start(ctx, name, append(l.spanOpts[:len(l.spanOpts):len(l.spanOpts)], trace.WithLinks(trace.Link{SpanContext: l.span}))...)
+}
+
 func (l *tracedLease) Release(ctx context.Context) error {
-	ctx, span := l.t.tr.Start(ctx, "latchkit.Release", l.spanOpts...)
+	ctx, span := l.start(ctx, "latchkit.Release")
 	defer span.End()
 	returned := false
 	defer statusOnPanic(span, &returned)
@@ -431,7 +487,7 @@ func (l *tracedLease) Release(ctx context.Context) error {
 	returned = true
 	switch {
 	case errors.Is(err, latchkit.ErrLeaseLost):
-		l.markLost()
+		l.markLost(err)
 	case err == nil && l.recorded.CompareAndSwap(false, true):
 		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
 	}
@@ -443,7 +499,7 @@ func (l *tracedLease) Release(ctx context.Context) error {
 }
 
 func (l *tracedLease) Extend(ctx context.Context, ttl time.Duration) error {
-	ctx, span := l.t.tr.Start(ctx, "latchkit.Extend", l.spanOpts...)
+	ctx, span := l.start(ctx, "latchkit.Extend")
 	defer span.End()
 	returned := false
 	defer statusOnPanic(span, &returned)
