@@ -456,6 +456,28 @@ func heldErr(hint int64, holder string) *latchkit.HeldError {
 	return &latchkit.HeldError{WaitHint: max(time.Duration(hint)*time.Millisecond, 0), Holder: holder}
 }
 
+// passer is a holder that can give up a grant without ending its
+// acquisition: what the token holds is freed (handed to the next waiter),
+// but the token is not remembered among the name's finished tokens, as a
+// release remembers it (see remember in lua/prelude.lua) so that a late
+// copy of its attempt is refused. A waiting acquisition whose grant
+// WithReplicaAck refused goes on with the same token: its next attempt
+// must not be taken for a late copy.
+type passer interface {
+	pass(ctx context.Context, token string) (held bool, err error)
+}
+
+// passOn gives up l, just granted, for acked: through its holder's pass
+// where it has one, else by Release.
+func passOn(ctx context.Context, l latchkit.Lease) error {
+	if ll, ok := l.(*lease); ok {
+		if p, ok := ll.h.(passer); ok {
+			return ll.release(ctx, p.pass)
+		}
+	}
+	return l.Release(ctx)
+}
+
 // ErrNotReplicated is latchkit.ErrNotReplicated, kept here where
 // WithReplicaAck is: the error of an attempt whose grant WAIT did not
 // confirm on enough replicas.
@@ -485,7 +507,7 @@ func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks in
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
-	if rerr := l.Release(rctx); rerr != nil {
+	if rerr := passOn(rctx, l); rerr != nil {
 		return nil, fmt.Errorf("%w; releasing the grant failed too (it expires with its TTL): %w", err, rerr)
 	}
 	return nil, fmt.Errorf("%w; the grant was released", err)

@@ -247,15 +247,15 @@ func TestBoundGivenBackWindow(t *testing.T) {
 	}
 }
 
-// givenBackCap is how many finished tokens a primitive remembers (remember
-// in lua/prelude.lua): at most 1024 within the minute.
+// givenBackCap is the cap remember (lua/prelude.lua) once had on the
+// finished tokens of a name (1024, removed by 481fd1e): the tests below go
+// past it, within the minute every token is remembered for.
 const givenBackCap = 1024
 
 // More give-backs than the cap within the window: each still gives back
 // (the primitive is free after each), and a late copy of the first one's
 // attempt, still within the minute the README promises, is refused.
 func TestBoundGivenBackCap(t *testing.T) {
-	t.Skip("issue 28: remember (lua/prelude.lua) keeps only the last 1024 finished tokens of the minute: a late copy of an attempt given up before 1024 more give-backs is granted, a permit or lock held by nobody for its TTL; the README promises a minute with no cap")
 	for _, k := range lane.Pick(boundKinds[:2], boundKinds) {
 		t.Run(k.name, func(t *testing.T) {
 			s := startBoundServer(t)
@@ -291,9 +291,9 @@ func TestBoundGivenBackCap(t *testing.T) {
 // the driver's resend of it (its reply lost): the resend reports success,
 // not a false ErrLeaseLost; and a late copy of an attempt given up before
 // them is still refused. The Semaphore remembers released and given-back
-// tokens in one set of at most 1024.
+// tokens in one set (as the Mutex family does since their releases
+// remember too), with no cap.
 func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
-	t.Skip("issue 28: a Semaphore's releases and give-backs share remember's 1024 tokens (lua/prelude.lua, sem_release.lua): past 1024 releases within the minute a resent release reports a false ErrLeaseLost, and a late copy of a given-up attempt is granted")
 	t.Run("resent release", func(t *testing.T) {
 		s := startBoundServer(t)
 		sem, err := primitives.NewSemaphore(s.b, "n", 2, boundOpts("r:")...)

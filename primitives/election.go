@@ -174,6 +174,13 @@ func (e *election) withdraw(ctx context.Context, token string) error {
 	return err
 }
 
+// pass frees the seat token was just granted, without ending the campaign
+// (see passer): el_withdraw with "0" as its end flag.
+func (e *election) pass(ctx context.Context, token string) (bool, error) {
+	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.retArg, e.obs, "0"})
+	return true, err
+}
+
 // giveBack gives back what a TryCampaign whose outcome is unknown may hold.
 func (e *election) giveBack(ctx context.Context, token string) error {
 	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.retArg, e.obs})

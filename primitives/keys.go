@@ -39,12 +39,17 @@ type LayoutKey struct {
 // five keys); a FairMutex is a FairSemaphore of one permit.
 var (
 	// MutexLayout: the lock (the holder's token, PX ttl), the fence
-	// counter, the release marker (the stem of each release's own
-	// marker, marker:token, kept markerTTL; see mark_released in
-	// lua/prelude.lua: the stem itself is not written), the holder's
-	// annotation, the tokens given back (zset token -> ms), the wait queue
-	// (zset entry -> place) and the waiters' liveness (zset entry ->
-	// expiry).
+	// counter, the release marker (reserved: no script writes or reads
+	// it; it keeps its place so that the others keep theirs in every
+	// script's KEYS), the holder's annotation, the tokens that finished
+	// in the last markerTTL (zset token -> server ms: released, handed
+	// over or given back; see remember in lua/prelude.lua: a retried
+	// release finds its token there, a late copy of an attempt is refused
+	// by it), the wait queue (zset entry -> place) and the waiters'
+	// liveness (zset entry -> expiry). Once a name's last lease has
+	// ended, it keeps the fence counter (the retention) and the finished
+	// tokens (markerTTL after the last release or give-back), whatever the
+	// number of releases.
 	MutexLayout = Layout{"mutex", "", []LayoutKey{{Suffix: "", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true},
 		{Suffix: ":released", Type: "string"}, {Suffix: ":who", Type: "string"}, {Suffix: ":gone", Type: "zset"},
 		{Suffix: ":q", Type: "zset"}, {Suffix: ":qlive", Type: "zset"}}}

@@ -297,6 +297,11 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 // Release returns what it returned, without a round trip: a lease
 // released twice was not lost.
 func (l *lease) Release(ctx context.Context) error {
+	return l.release(ctx, l.h.release)
+}
+
+// release is Release, giving the token up through rel.
+func (l *lease) release(ctx context.Context, rel func(context.Context, string) (bool, error)) error {
 	l.mu.Lock()
 	released, lost := l.released, l.done && l.cause != errReleased
 	cause, relErr := l.cause, l.relErr
@@ -308,11 +313,11 @@ func (l *lease) Release(ctx context.Context) error {
 	// outcome is dropped (see stopRenewals), so it cannot move the
 	// deadline, end the lease or queue it again behind Release's back.
 	l.stopRenewals()
-	held, err := l.h.release(ctx, l.token)
+	held, err := rel(ctx, l.token)
 	if err != nil {
 		// The outcome is unknown; a retried Release finds out (a release
-		// that did happen leaves a marker that makes the retry succeed, for
-		// markerTTL).
+		// that did happen remembers its token among the name's finished
+		// ones, which makes the retry succeed, for markerTTL).
 		// Renewals stay off: the caller meant to give the lease up, and a
 		// lease renewed on behalf of a caller that gave up on it would
 		// block everyone for as long as the process lives. A release that
@@ -328,7 +333,10 @@ func (l *lease) Release(ctx context.Context) error {
 		window := min(l.ttl+time.Second, maxGiveBackWindow)
 		l.mu.Unlock()
 		if unknownOutcome(err) {
-			go retryGiveBack(context.WithoutCancel(ctx), l.token, l.releaseToken, window)
+			go retryGiveBack(context.WithoutCancel(ctx), l.token, func(ctx context.Context, token string) error {
+				_, err := rel(ctx, token)
+				return err
+			}, window)
 		}
 		return l.opErr("release", err)
 	}

@@ -73,14 +73,14 @@ func wakeID(token string) string {
 // wakeIDBytes is how many bytes of the digest a wakeID keeps.
 const wakeIDBytes = 8
 
-// markerTTL is how long a release marker lives, and a finished token is
+// markerTTL is how long a finished token (released, or given back) is
 // remembered (see remember in lua/prelude.lua): longer than any retry of
 // the release that wrote it, and than any late copy of an attempt. A
 // release retried more than markerTTL after its first try ran may be
-// reported lost: the evidence is gone. A Mutex's (Election's, MultiLock's
-// name's, Redlock instance's) release writes a marker of its own
-// (mark_released): one key per release in the last markerTTL, about 180
-// bytes each on Redis 7.0 with a short name.
+// reported lost: the evidence is gone. Every kind keeps one set of them
+// per name (a Mutex's, Election's, MultiLock name's and Redlock
+// instance's is the layout's :gone key): one entry per token finished in
+// the last markerTTL, in one key whatever their number.
 const markerTTL = 60 * time.Second
 
 type mutex struct {
@@ -88,7 +88,7 @@ type mutex struct {
 	kind    latchkit.Kind
 	name    string
 	cfg     config
-	keys    []string // lock, fence, marker, annotation, tokens given back: what Redlock uses
+	keys    []string // lock, fence, marker (reserved), annotation, finished tokens: what Redlock uses
 	qkeys   []string // keys, then the wait queue and the waiters' liveness: a Mutex's and MultiLock's
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
@@ -208,6 +208,12 @@ func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bo
 
 func (m *mutex) release(ctx context.Context, token string) (bool, error) {
 	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg, m.cfg.retArg}))
+}
+
+// pass frees the lock token was just granted, without ending the
+// acquisition (see passer): a give-back without its end flag.
+func (m *mutex) pass(ctx context.Context, token string) (bool, error) {
+	return true, m.withdrawEntry(ctx, token, "", false)
 }
 
 // withdraw gives back what a waiting Lock that ended without a grant may

@@ -338,13 +338,18 @@ func (r *redlock) channelOf(i int) string {
 	return ""
 }
 
-// releaseAll releases token on every instance, after a failed attempt:
-// those that did not answer may have granted it.
+// releaseAll passes on token's lock on every instance, after a failed
+// attempt: those that did not answer may have granted it. It is a
+// give-back that does not end the acquisition (mutex_withdraw without its
+// end flag): the token is not remembered among the finished ones, as a
+// release would remember it, since the acquisition's next attempt uses
+// the same token and must not be refused as a late copy.
 func (r *redlock) releaseAll(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, r.cfg.retArg}))
+	each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "", r.cfg.retArg})
+		return struct{}{}, err
 	})
 }
 

@@ -305,7 +305,7 @@ func TestRetriedReleaseAfterManyOtherReleases(t *testing.T) {
 		for _, k := range retryKinds {
 			t.Run(k.name, func(t *testing.T) {
 				if srv.mini != nil && k.name != "Mutex" && k.name != "Semaphore(1)" {
-					t.Skip("the same evidence as the Mutex's (mark_released) or the Semaphore's (remember): they cover it on miniredis, every kind on redis-server")
+					t.Skip("the same evidence as the Mutex's and the Semaphore's (remember): they cover it on miniredis, every kind on redis-server")
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()

@@ -49,7 +49,7 @@ var prelude = func() []preludeBlock {
 
 // luaConstants are the values of the $NAME placeholders of the scripts.
 var luaConstants = map[string]string{
-	"MARKER_MS":  strconv.FormatInt(markerTTL.Milliseconds(), 10), // how long a release marker and a finished token are kept
+	"MARKER_MS":  strconv.FormatInt(markerTTL.Milliseconds(), 10), // how long a finished token is kept (remember)
 	"WAKE_ONE":   pubsub.WakeOne,
 	"WAKE_ALL":   pubsub.WakeAll,
 	"TARGET":     pubsub.TargetPrefix,

@@ -6,13 +6,14 @@
 -- KEYS as el_acquire.
 -- ARGV: 1 token, 2 the release channel, 3 hand ms (see el_release), 4 the
 -- queue entry ("" for a TryCampaign), 5 the fence counter's retention ms, 6 the observers'
--- channel.
+-- channel, 7 "0" when the campaign goes on (a grant WithReplicaAck refused:
+-- the token is not remembered, see election.pass).
 -- Reply: 0.
 redis.call('HLEN', KEYS[8])
 redis.call('HLEN', KEYS[9])
 redis.call('ZCARD', KEYS[5])
 local mine = redis.call('GET', KEYS[1]) == ARGV[1]
-remember(KEYS[5], ARGV[1], now_ms())
+if ARGV[7] ~= '0' then remember(KEYS[5], ARGV[1], now_ms()) end
 if ARGV[4] ~= '' then
   dequeue(KEYS[6], KEYS[7], ARGV[4])
   redis.call('HDEL', KEYS[9], ARGV[4])

@@ -1,17 +1,25 @@
---@uses hand_over mark_released was_released
+--@uses now_ms hand_over remember
 -- The release of a Mutex, and of each instance of a Redlock.
--- KEYS as mutex_acquire (a Redlock passes the first five).
+-- KEYS as mutex_acquire (a Redlock passes the first five; the release
+-- marker, KEYS[3], is not touched).
 -- ARGV: 1 token, 2 the release channel ('' for none: a Redlock's
 -- instances but the first, where nobody listens), 3 how long a lock
 -- handed over waits for its new holder to confirm, ms, 4 the fence
 -- counter's retention ms.
 -- Reply: 1 released (now, or within the last $MARKER_MS ms by an earlier
--- try of this release whose reply was lost: its own marker says so, see
--- mark_released), 0 not held.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- try of this release whose reply was lost), 0 not held.
+--
+-- A release, handing the lock over or freeing it, remembers its token
+-- among the name's finished tokens (KEYS[5], see remember), as a give-back
+-- does: a retry of this release finds it there (released), whatever
+-- happened to the name since, and a late copy of the token's attempt is
+-- refused (mutex_attempt), so that it cannot grant the lock to nobody.
+local mine = redis.call('GET', KEYS[1]) == ARGV[1]
+local done = redis.call('ZSCORE', KEYS[5], ARGV[1]) -- type-checks the finished tokens before any write
+if mine then
   hand_over(1, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  mark_released(KEYS[3], ARGV[1])
+  remember(KEYS[5], ARGV[1], now_ms())
   return 1
 end
-if was_released(KEYS[3], ARGV[1]) then return 1 end
+if done then return 1 end
 return 0

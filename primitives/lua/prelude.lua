@@ -247,37 +247,16 @@ local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
   return {0, hint, who}
 end
 
---@ mark_released
--- mark_released leaves the evidence that tok released the mutex lock whose
--- release marker is key (KEYS[3] of the Mutex layout): a key of its own,
--- key..':'..tok, holding '1' for $MARKER_MS ms, so that a retried release
--- whose first reply was lost finds it (released) whatever happened to the
--- name since: another holder's release, or a hand-over and its new
--- holder's release, writes its own key and never overwrites this one. One
--- SET per release, each key expiring: at most one key per release in the
--- last $MARKER_MS ms. The key shares the name's hash tag but is not among
--- the script's KEYS (its name needs the token), so the SET is a pcall: a
--- server that refuses it (a Cluster slot migrating, an ACL) costs only
--- the evidence, never the release it follows.
-local function mark_released(key, tok)
-  redis.pcall('SET', key .. ':' .. tok, '1', 'PX', $MARKER_MS)
-end
-
---@ was_released
--- was_released reports whether tok released the mutex lock whose release
--- marker is key within the last $MARKER_MS ms (see mark_released). It
--- writes nothing and never raises.
-local function was_released(key, tok)
-  return redis.pcall('GET', key .. ':' .. tok) == '1'
-end
-
 --@ remember
 -- remember notes tok in key, a zset of the tokens that recently finished
 -- (released, or given back by an acquisition that ended without a grant),
 -- scored by now: a retried release whose first reply was lost finds its
 -- token there and reports success, and a late copy of an attempt whose
--- acquisition gave up finds it there and is refused, so it cannot leave a
--- grant nobody holds. It keeps every token of the last $MARKER_MS ms, and
+-- acquisition ended (given up, or granted and released) finds it there
+-- and is refused, so it cannot leave a grant nobody holds. Every kind
+-- keeps one such set per name (a Mutex's, Election's, MultiLock name's
+-- and Redlock instance's is the layout's :gone key, KEYS[5]), declared in
+-- the KEYS of every script that reads or writes it. It keeps every token of the last $MARKER_MS ms, and
 -- only those: any fixed cap on their number would forget a token within
 -- the window once more finished after it (a retried release reported
 -- lost, a late attempt granted to nobody). Memory follows the rate: one
