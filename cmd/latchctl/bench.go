@@ -48,6 +48,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "how long each row runs")
 	fs.IntVar(&c.clients, "clients", 16, "S3: separate clients contending for one key")
+	c.verboseFlag(fs, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -19,14 +20,24 @@ type target struct {
 	addr   string // empty: embedded
 	driver string // goredis, rueidis, valkey or redigo
 	mini   *miniredis.Miniredis
+
+	verbose bool      // -v: show the drivers' own log lines
+	stderr  io.Writer // where they go then
 }
 
-// open starts the embedded server when no address was given.
+// open starts the embedded server when no address was given, and routes
+// the drivers' own log lines (to stderr with -v, else nowhere) until
+// close.
 func (t *target) open() error {
 	switch t.driver {
 	case "goredis", "rueidis", "valkey", "redigo":
 	default:
 		return fmt.Errorf("%w: -driver %q: want goredis, rueidis, valkey or redigo", errUsage, t.driver)
+	}
+	if t.verbose && t.stderr != nil {
+		driverLog.to(t.stderr)
+	} else {
+		driverLog.to(nil)
 	}
 	if t.addr == "" {
 		m, err := miniredis.Run()
@@ -70,7 +81,7 @@ func (t *target) client(ctx context.Context) (backend.Backend, func(context.Cont
 			AlwaysRESP2:  t.mini != nil, // miniredis: RESP3 pub/sub quirk
 		})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, fmt.Errorf("connect to %s: %w", t.address(), err)
 		}
 		do := func(ctx context.Context, args ...string) (any, error) {
 			v, err := c.Do(ctx, c.B().Arbitrary(args...).Build()).ToAny()
@@ -109,4 +120,5 @@ func (t *target) close() {
 	if t.mini != nil {
 		t.mini.Close()
 	}
+	driverLog.to(nil) // a pool's goroutines still running print nothing more
 }

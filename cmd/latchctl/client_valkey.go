@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	vk "github.com/valkey-io/valkey-go"
 
@@ -18,7 +19,7 @@ func (t *target) valkeyClient() (backend.Backend, func(context.Context, ...strin
 		AlwaysRESP2:  t.mini != nil, // miniredis: RESP3 pub/sub quirk
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("connect to %s: %w", t.address(), err)
 	}
 	do := func(ctx context.Context, args ...string) (any, error) {
 		v, err := c.Do(ctx, c.B().Arbitrary(args...).Build()).ToAny()

@@ -58,6 +58,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "how long to trade")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
+	c.verboseFlag(fs, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

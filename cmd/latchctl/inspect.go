@@ -4,9 +4,17 @@ package main
 // release, delete) a primitive's keys directly, in the layouts the scripts
 // of package primitives document:
 //
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election|latch] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind KIND] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port] [-prefix latch:]
+//
+// KIND is mutex, rwlock, semaphore, fair_semaphore, election or latch:
+// the latchkit.Kind names that spans, metrics and logs use (an RWLock's
+// readers and writer, rwlock_read and rwlock_write, share one layout:
+// rwlock). -kind also takes every latchkit.Kind whose keys a layout holds
+// (reentrant_mutex, multilock and redlock are a mutex's, fair_mutex a
+// fair_semaphore's, rwlock_read and rwlock_write an rwlock's) and the
+// spellings of earlier versions (rw, sem, fairsem).
 //
 // inspect prints who holds a primitive, one line per holder (and per
 // waiter where Redis knows them): a token prefix (never a whole token: it
@@ -40,6 +48,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
 	"github.com/latchkit/latchkit/pubsub"
@@ -48,10 +57,11 @@ import (
 // kind is the key layout of one kind of primitive (primitives.Layout),
 // and how inspect shows it.
 type kind struct {
-	name   string    // the -kind value: the layout's Kind
-	sub    string    // after the base: "", ":rw", ":sem", ":fair", ":latch"
-	fenced bool      // it has a fence counter (sub+":fence"); a latch has none
-	keys   []keySpec // every key but the fence counter
+	name    string    // latchctl's name of it, in -kind and output: a latchkit.Kind (see layoutNames)
+	aliases []string  // the other -kind values it answers to
+	sub     string    // after the base: "", ":rw", ":sem", ":fair", ":latch"
+	fenced  bool      // it has a fence counter (sub+":fence"); a latch has none
+	keys    []keySpec // every key but the fence counter
 	// head is what inspect's first line says after the name: the fence
 	// counter, a latch's count.
 	head func(k func(suffix string) keyState) string
@@ -76,6 +86,9 @@ var kinds = func() []kind {
 	var ks []kind
 	for _, l := range primitives.Layouts() {
 		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind], head: fenceHead}
+		if n, ok := layoutNames[l.Kind]; ok {
+			k.name, k.aliases = n.name, n.aliases
+		}
 		for _, lk := range l.Keys {
 			if lk.Fence {
 				k.fenced = true
@@ -91,7 +104,40 @@ var kinds = func() []kind {
 	return ks
 }()
 
-// kindNames is the -kind values, for messages: "mutex, rw, ... or latch".
+// layoutNames maps the Kind of a primitives.Layout to latchctl's name of
+// it, the latchkit.Kind of the primitives it holds as spans, metrics and
+// logs name them (one vocabulary: issue 30), and the other -kind values it
+// takes: the latchkit.Kinds whose keys the layout also holds, and the
+// layout's own name (what latchctl took and printed before). An RWLock's
+// readers and writer are two latchkit.Kinds in one layout: rwlock.
+var layoutNames = map[string]struct {
+	name    string
+	aliases []string
+}{
+	"mutex": {string(latchkit.KindMutex), []string{
+		string(latchkit.KindReentrantMutex), string(latchkit.KindMultiLock), string(latchkit.KindRedlock)}},
+	"rw":       {"rwlock", []string{string(latchkit.KindWriteLock), string(latchkit.KindReadLock), "rw"}},
+	"sem":      {string(latchkit.KindSemaphore), []string{"sem"}},
+	"fairsem":  {string(latchkit.KindFairSemaphore), []string{string(latchkit.KindFairMutex), "fairsem"}},
+	"election": {string(latchkit.KindElection), nil},
+	"latch":    {string(latchkit.KindLatch), nil},
+}
+
+// kindHelp is the -kind flag's help after what it is for.
+var kindHelp = kindNames + "; also the kinds of spans and metrics that share a layout " +
+	"(reentrant_mutex, multilock, redlock: mutex; rwlock_read, rwlock_write: rwlock; fair_mutex: fair_semaphore) " +
+	"and the older rw, sem, fairsem"
+
+// kindSynopsis is the -kind values in a usage line: "mutex|rwlock|...".
+var kindSynopsis = func() string {
+	var names []string
+	for _, k := range kinds {
+		names = append(names, k.name)
+	}
+	return strings.Join(names, "|")
+}()
+
+// kindNames is the -kind values, for messages: "mutex, rwlock, ... or latch".
 var kindNames = func() string {
 	var names []string
 	for _, k := range kinds {
@@ -100,9 +146,10 @@ var kindNames = func() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }()
 
+// kindByName is the kind a -kind value names: its name or an alias.
 func kindByName(s string) (*kind, error) {
 	for i := range kinds {
-		if kinds[i].name == s {
+		if kinds[i].name == s || slices.Contains(kinds[i].aliases, s) {
 			return &kinds[i], nil
 		}
 	}
@@ -276,6 +323,7 @@ func (o *toolFlags) flagSet(name, synopsis string, stderr io.Writer) *flag.FlagS
 	fs.StringVar(&o.addr, "addr", "localhost:6379", "Redis address host:port")
 	fs.StringVar(&o.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.StringVar(&o.prefix, "prefix", primitives.DefaultPrefix, "key prefix of the primitives (primitives.WithPrefix)")
+	o.verboseFlag(fs, stderr)
 	return fs
 }
 
@@ -352,8 +400,8 @@ func (o *toolFlags) connect(ctx context.Context, f func(backend.Backend, func(co
 // under NAME.
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("inspect", "NAME [-kind mutex|rw|sem|fairsem|election|latch] [flags]", stderr)
-	kindFlag := fs.String("kind", "", kindNames+" (default: every kind with keys under NAME)")
+	fs := o.flagSet("inspect", "NAME [-kind "+kindSynopsis+"] [flags]", stderr)
+	kindFlag := fs.String("kind", "", "the kind: "+kindHelp+" (default: every kind with keys under NAME)")
 	name, err := o.parse(fs, args, true)
 	if err != nil {
 		return err
@@ -674,7 +722,8 @@ func printable(s string) string {
 // runList is `latchctl list`: the primitives under -prefix, one line per
 // primitive (kind and name), found by SCAN (never KEYS, which blocks the
 // server), sorted by name, then kind. Keys of other prefixes that begin
-// with -prefix, and keys no primitive makes, are skipped.
+// with -prefix, and keys no primitive makes, are skipped. When it finds
+// none it says so on stderr (stdout stays empty) and succeeds.
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
 	fs := o.flagSet("list", "[flags]", stderr)
@@ -708,6 +757,11 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if len(seen) == 0 {
+		// Said on stderr: stdout stays one line per primitive.
+		fmt.Fprintf(stderr, "latchctl: no primitives under prefix %q on %s\n", o.prefix, o.describe())
+		return nil
+	}
 	list := make([]entry, 0, len(seen))
 	for e := range seen {
 		list = append(list, e)
@@ -716,7 +770,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.kind, b.kind))
 	})
 	for _, e := range list {
-		fmt.Fprintf(stdout, "%-8s %s\n", e.kind, printable(e.name))
+		fmt.Fprintf(stdout, "%-15s %s\n", e.kind, printable(e.name))
 	}
 	return nil
 }
@@ -745,8 +799,8 @@ func globEscape(s string) string {
 // NAME.
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("release", "NAME -kind mutex|rw|sem|fairsem|election|latch -force -confirm NAME [flags]", stderr)
-	kindFlag := fs.String("kind", "", kindNames+" (required)")
+	fs := o.flagSet("release", "NAME -kind "+kindSynopsis+" -force -confirm NAME [flags]", stderr)
+	kindFlag := fs.String("kind", "", "the kind (required): "+kindHelp)
 	force := fs.Bool("force", false, "really delete the primitive's keys")
 	confirm := fs.String("confirm", "", "NAME again, to confirm")
 	name, err := o.parse(fs, args, true)

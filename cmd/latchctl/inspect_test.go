@@ -179,7 +179,7 @@ func TestInspectMutex(t *testing.T) {
 	if code, _, errOut := e.latchctl(t, "inspect", "nothing"); code != 1 || !strings.Contains(errOut, "no primitive named nothing") {
 		t.Errorf("unknown name: exit %d, %s", code, errOut)
 	}
-	if out := e.mustRun(t, "inspect", "nothing", "-kind", "sem"); out != "sem nothing: fence counter none\n  free\n" {
+	if out := e.mustRun(t, "inspect", "nothing", "-kind", "sem"); out != "semaphore nothing: fence counter none\n  free\n" {
 		t.Errorf("-kind sem on nothing:\n%s", out)
 	}
 	// A key of the wrong type is pointed out.
@@ -221,7 +221,7 @@ func TestInspectRWLock(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^  waiting `+intent[:8]+`…  ttl=[0-9.]+m?s$`).MatchString(out) || strings.Contains(out, intent) {
 		t.Errorf("writer's intent %s… not shown as waiting:\n%s", intent[:8], out)
 	}
-	if !strings.HasPrefix(out, fmt.Sprintf("rw doc: fence counter %d\n", r2.Fence())) || strings.Index(out, r1.Token()[:8]) > strings.Index(out, r2.Token()[:8]) {
+	if !strings.HasPrefix(out, fmt.Sprintf("rwlock doc: fence counter %d\n", r2.Fence())) || strings.Index(out, r1.Token()[:8]) > strings.Index(out, r2.Token()[:8]) {
 		t.Errorf("header or order of readers:\n%s", out)
 	}
 
@@ -260,7 +260,7 @@ func TestInspectSemaphores(t *testing.T) {
 		t.Errorf("no trace id: %q", ln)
 	}
 	holderLine(t, out, "holder", h2)
-	if !strings.HasPrefix(out, fmt.Sprintf("sem pool: fence counter %d\n", h2.Fence())) || strings.Count(out, "\n") != 3 {
+	if !strings.HasPrefix(out, fmt.Sprintf("semaphore pool: fence counter %d\n", h2.Fence())) || strings.Count(out, "\n") != 3 {
 		t.Errorf("semaphore:\n%s", out)
 	}
 
@@ -291,14 +291,14 @@ func TestInspectSemaphores(t *testing.T) {
 		t.Errorf("holder: %q", ln)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 3 || lines[0] != fmt.Sprintf("fairsem pool: fence counter %d", f1.Fence()) ||
+	if len(lines) != 3 || lines[0] != fmt.Sprintf("fair_semaphore pool: fence counter %d", f1.Fence()) ||
 		!regexp.MustCompile(`^  waiting `+waiter[:8]+`…  ticket=2  ttl=[0-9.]+m?s$`).MatchString(lines[2]) || strings.Contains(out, waiter) {
 		t.Errorf("want the holder, then ticket 2 of %s… waiting:\n%s", waiter[:8], out)
 	}
 
 	// Without -kind both kinds of "pool" show.
 	out = e.mustRun(t, "inspect", "pool")
-	if !strings.Contains(out, "sem pool: ") || !strings.Contains(out, "fairsem pool: ") || strings.Contains(out, "mutex pool") {
+	if !strings.Contains(out, "\nsemaphore pool: ") && !strings.HasPrefix(out, "semaphore pool: ") || !strings.Contains(out, "fair_semaphore pool: ") || strings.Contains(out, "mutex pool") {
 		t.Errorf("both kinds:\n%s", out)
 	}
 }
@@ -339,14 +339,14 @@ func TestList(t *testing.T) {
 	before := must[map[string]int64](t)(e.s.CommandStats(ctx))
 	out := e.mustRun(t, "list")
 	after := must[map[string]int64](t)(e.s.CommandStats(ctx))
-	want := "mutex    a{b}%c\nrw       doc\nmutex    freed\nlatch    gate\nfairsem  pool\nsem      pool\n"
+	want := "mutex           a{b}%c\nrwlock          doc\nmutex           freed\nlatch           gate\nfair_semaphore  pool\nsemaphore       pool\n"
 	if out != want {
 		t.Errorf("list:\n%s\nwant:\n%s", out, want)
 	}
 	if scans := after["scan"] - before["scan"]; scans < 3 || after["keys"] != 0 {
 		t.Errorf("%d SCAN calls over 2500+ keys at COUNT 1000, %d KEYS", scans, after["keys"])
 	}
-	if out := e.mustRun(t, "list", "-prefix", "latch:x:"); out != "mutex    elsewhere\n" {
+	if out := e.mustRun(t, "list", "-prefix", "latch:x:"); out != "mutex           elsewhere\n" {
 		t.Errorf("list -prefix latch:x:\n%s", out)
 	}
 }
@@ -418,13 +418,13 @@ func TestReleaseForce(t *testing.T) {
 		{"mutex", func(name string) acquirer {
 			return must[primitives.Mutex](t)(primitives.NewMutex(e.b, name, holdOpts...)).Lock
 		}},
-		{"rw", func(name string) acquirer {
+		{"rwlock", func(name string) acquirer {
 			return must[primitives.RWLock](t)(primitives.NewRWLock(e.b, name, holdOpts...)).Lock
 		}},
-		{"sem", func(name string) acquirer {
+		{"semaphore", func(name string) acquirer {
 			return must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, name, 1, holdOpts...)).Acquire
 		}},
-		{"fairsem", func(name string) acquirer {
+		{"fair_semaphore", func(name string) acquirer {
 			return must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, name, 1, holdOpts...)).Acquire
 		}},
 	} {
@@ -502,7 +502,7 @@ func TestInspectBadInput(t *testing.T) {
 	}{
 		{[]string{"inspect"}, "missing NAME"},
 		{[]string{"inspect", ""}, "empty NAME"},
-		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rw, sem, fairsem, election or latch`},
+		{[]string{"inspect", "x", "-kind", "lock"}, `-kind "lock": want mutex, rwlock, semaphore, fair_semaphore, election or latch`},
 		{[]string{"inspect", "x", "y"}, `unexpected argument "y"`},
 		{[]string{"inspect", "x", "-prefix", "a{"}, `-prefix "a{"`},
 		{[]string{"inspect", "x", "-addr", ""}, "-addr is empty"},

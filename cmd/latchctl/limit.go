@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -18,8 +19,8 @@ import (
 // there is none or both.
 func runLimit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
-	fs := o.flagSet("limit", "NAME N [-kind sem|fairsem] [flags]", stderr)
-	kindFlag := fs.String("kind", "", "sem or fairsem (default: the kind of semaphore with keys under NAME)")
+	fs := o.flagSet("limit", "NAME N [-kind semaphore|fair_semaphore] [flags]", stderr)
+	kindFlag := fs.String("kind", "", "semaphore or fair_semaphore, also the older sem or fairsem (default: the kind of semaphore with keys under NAME)")
 	retention := fs.Duration("retention", primitives.DefaultRetention, "how long the limit is kept after the name's last grant (primitives.WithRetention)")
 	pos, err := o.parseArgs(fs, args)
 	if err != nil {
@@ -33,11 +34,11 @@ func runLimit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || n < 1 {
 		return fmt.Errorf("%w: limit %q: want a whole number of at least 1 (nothing was changed)", errUsage, pos[1])
 	}
-	if *kindFlag != "" && *kindFlag != "sem" && *kindFlag != "fairsem" {
-		return fmt.Errorf("%w: -kind %q: want sem or fairsem", errUsage, *kindFlag)
+	kind, ok := semKinds[*kindFlag]
+	if *kindFlag != "" && !ok {
+		return fmt.Errorf("%w: -kind %q: want semaphore or fair_semaphore", errUsage, *kindFlag)
 	}
 	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
-		kind := *kindFlag
 		if kind == "" {
 			if kind, err = semKindOf(ctx, b, o.prefix, name); err != nil {
 				return err
@@ -45,7 +46,7 @@ func runLimit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		opts := []primitives.Option{primitives.WithPrefix(o.prefix), primitives.WithRetention(*retention)}
 		var s primitives.Semaphore
-		if kind == "fairsem" {
+		if kind == fairSemKind {
 			s, err = primitives.NewFairSemaphore(b, name, n, opts...)
 		} else {
 			s, err = primitives.NewSemaphore(b, name, n, opts...)
@@ -61,12 +62,22 @@ func runLimit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	})
 }
 
-// semKindOf is the kind of semaphore ("sem" or "fairsem") with keys under
-// name, or an error when none or both have keys.
+// The kinds of semaphore limit takes, as latchctl names them.
+const (
+	semKind     = string(latchkit.KindSemaphore)
+	fairSemKind = string(latchkit.KindFairSemaphore)
+)
+
+// semKinds maps limit's -kind values to the kinds they name: the names,
+// and the older spellings.
+var semKinds = map[string]string{semKind: semKind, fairSemKind: fairSemKind, "sem": semKind, "fairsem": fairSemKind}
+
+// semKindOf is the kind of semaphore (semaphore or fair_semaphore) with
+// keys under name, or an error when none or both have keys.
 func semKindOf(ctx context.Context, b backend.Backend, prefix, name string) (string, error) {
 	base := primitives.KeyBase(prefix, name)
 	var found []string
-	for _, kn := range []string{"sem", "fairsem"} {
+	for _, kn := range []string{semKind, fairSemKind} {
 		k, err := kindByName(kn)
 		if err != nil {
 			return "", err
@@ -86,8 +97,8 @@ func semKindOf(ctx context.Context, b backend.Backend, prefix, name string) (str
 	case 1:
 		return found[0], nil
 	case 0:
-		return "", fmt.Errorf("%w: no semaphore named %s under prefix %q yet: give -kind sem or -kind fairsem (nothing was changed)", errUsage, printable(name), prefix)
+		return "", fmt.Errorf("%w: no semaphore named %s under prefix %q yet: give -kind semaphore or -kind fair_semaphore (nothing was changed)", errUsage, printable(name), prefix)
 	default:
-		return "", fmt.Errorf("%w: both a sem and a fairsem named %s exist: give -kind (nothing was changed)", errUsage, printable(name))
+		return "", fmt.Errorf("%w: both a semaphore and a fair_semaphore named %s exist: give -kind (nothing was changed)", errUsage, printable(name))
 	}
 }

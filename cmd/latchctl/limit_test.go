@@ -17,10 +17,10 @@ import (
 func TestLimit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	for _, kind := range []string{"sem", "fairsem"} {
+	for _, kind := range []string{"semaphore", "fair_semaphore"} {
 		t.Run(kind, func(t *testing.T) {
 			newSem := primitives.NewSemaphore
-			if kind == "fairsem" {
+			if kind == "fair_semaphore" {
 				newSem = primitives.NewFairSemaphore
 			}
 			name := "pool-" + kind
@@ -41,7 +41,7 @@ func TestLimit(t *testing.T) {
 				t.Errorf("a refused latchctl limit wrote keys: %v, then %v", before, after)
 			}
 			out := e.mustRun(t, "limit", name, "3")
-			if !strings.Contains(out, "limit 3 stored") || !strings.Contains(out, kind) {
+			if !strings.HasPrefix(out, kind+" "+name+": limit 3 stored") {
 				t.Errorf("limit output: %q", out)
 			}
 			l3 := must[latchkit.Lease](t)(s.TryAcquire(ctx)) // the third permit, by a client made with 2
@@ -57,7 +57,7 @@ func TestLimit(t *testing.T) {
 				t.Errorf("the holder of 1 permit: %q", ln)
 			}
 			e.mustRun(t, "release", name, "-kind", kind, "-force", "-confirm", name)
-			limitKey := primitives.KeyBase(primitives.DefaultPrefix, name) + map[string]string{"sem": ":sem", "fairsem": ":fair"}[kind] + ":limit"
+			limitKey := primitives.KeyBase(primitives.DefaultPrefix, name) + map[string]string{"semaphore": ":sem", "fair_semaphore": ":fair"}[kind] + ":limit"
 			if v := e.do(t, "GET", limitKey); v != "3" {
 				t.Errorf("after a forced release the stored limit is %v, want 3 kept", v)
 			}

@@ -3,10 +3,16 @@
 //
 //	latchctl demo [-addr host:port] [-driver goredis|rueidis|valkey] ...
 //	latchctl bench [-addr host:port] [-driver goredis|rueidis|valkey] [-duration d] [-clients n]
-//	latchctl inspect NAME [-kind mutex|rw|sem|fairsem|election|latch] [-addr host:port] [-prefix latch:]
+//	latchctl inspect NAME [-kind mutex|rwlock|semaphore|fair_semaphore|election|latch] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
-//	latchctl limit NAME N [-kind sem|fairsem] [-addr host:port] [-prefix latch:]
+//	latchctl limit NAME N [-kind semaphore|fair_semaphore] [-addr host:port] [-prefix latch:]
+//
+// Kinds are named as in spans, metrics and logs (latchkit.Kind); -kind
+// also takes the older rw, sem and fairsem. Every command takes -v, which
+// shows the Redis driver's own log lines (go-redis's connection pool
+// retries, ...); without it latchctl prints only its own output and
+// errors.
 //
 // demo and bench without -addr start an embedded Redis (miniredis)
 // in-process; the other commands connect to -addr (default localhost:6379).
@@ -14,7 +20,7 @@
 // clock, trace id when middleware.Tracing stored one), an RWLock's readers,
 // writer and waiting writers, a fair semaphore's queue, an election's
 // leader and candidates, a latch's count; list finds primitives with
-// SCAN, never KEYS; release deletes a stuck primitive's keys, except its
+// SCAN, never KEYS, and says so when there are none; release deletes a stuck primitive's keys, except its
 // fence counter (and a stored limit), and wakes its waiters (a released
 // latch is open); limit stores a Semaphore's or FairSemaphore's limit
 // (Semaphore.SetLimit), which every client of the name then grants by.
@@ -57,6 +63,7 @@ func main() {
 
 // run dispatches to a subcommand and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	stderr = &lockedWriter{w: stderr} // the command's and, with -v, the drivers' goroutines'
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stderr)
 		if len(args) == 0 {
