@@ -81,7 +81,7 @@ var debug = os.Getenv("MODEL_DEBUG") != ""
 
 // Sequences per primitive in each lane, unless -rapid.checks is given.
 const (
-	fastChecks = 5
+	fastChecks = 3
 	longChecks = 25
 )
 
