@@ -614,6 +614,7 @@ func TestFaults(t *testing.T) {
 			for _, d := range ds {
 				for _, p := range lane.Subset(prims, i, 2) {
 					t.Run(d.name+"/"+p.name, func(t *testing.T) {
+						lane.ParallelFast(t) // a rig of its own each
 						r := newRig(t, d, p)
 						r.run(2500*time.Millisecond, sc.holdFor, func(stop <-chan struct{}) { sc.inject(t, r, stop) })
 						v := r.check(t, sc.fencesAcrossEpochs)

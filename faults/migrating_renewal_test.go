@@ -44,6 +44,7 @@ import (
 // their TTL, 2 s into the migration, although no key had moved.
 func TestMigratingRenewal(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // a Cluster of its own
 	const migrateFor, ttl = 3 * time.Second, 2 * time.Second
 	cl := redistest.StartCluster(t, 3)
 	ctx := reshardCtx(t, time.Minute)

@@ -39,6 +39,7 @@ const reshardFaults = "slots of the primitive's names moved between masters ever
 // the name: every rig's "res" is in the same slot).
 func TestReshardRun(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // a Cluster of its own
 	migrateFor := 3 * time.Second
 	if *reshardLong {
 		migrateFor = 20 * time.Second

@@ -70,6 +70,7 @@ func transient(err error) bool {
 // returned the raw MOVED for a minute, a waiting Lock at once.
 func TestReshardReplicaAck(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // a Cluster of its own
 	for _, cd := range lane.Subset(clusterDrivers, 0, 1) {
 		t.Run(cd.name, func(t *testing.T) {
 			cl := redistest.StartClusterWithReplicas(t, 3, 1)

@@ -113,6 +113,7 @@ const sentinelFaults = "the replica cut off (SIGSTOP, its link killed) for 1.5 s
 // which TestSentinelFailoverLosesPlainGrant shows on its own.
 func TestSentinelRun(t *testing.T) {
 	redistest.Require(t, "redis-sentinel")
+	lane.ParallelFast(t) // servers and sentinels of its own
 	const sttl = 3 * time.Second
 	for _, sd := range lane.Subset(sentinelDrivers, 0, 1) {
 		t.Run(sd.name, func(t *testing.T) {

@@ -50,3 +50,14 @@ func Subset[T any](items []T, i, n int) []T {
 	}
 	return out
 }
+
+// ParallelFast marks t parallel in the fast lane (t.Parallel): a scenario
+// that mostly waits on its own servers runs beside another, halving the
+// lane's wall time. The long lane runs them one at a time, as they are
+// sized for.
+func ParallelFast(t *testing.T) {
+	t.Helper()
+	if !Long() {
+		t.Parallel()
+	}
+}
