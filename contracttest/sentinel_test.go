@@ -13,6 +13,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -70,7 +71,7 @@ func untilReachable(ctx context.Context, t *testing.T, what string, op func(cont
 // server's clock in microseconds), so a store checking fences refuses the
 // first holder's late writes.
 func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
-	eachSentinelClient(t, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
+	eachSentinelClient(t, 0, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
 		const ttl = 6 * time.Second
 
 		if err := s.CutOffReplica(ctx); err != nil {
@@ -135,7 +136,7 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 // while its lease stays live until its TTL; it releases the lease on the
 // new master, and the next grant's fence is above its own.
 func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
-	eachSentinelClient(t, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
+	eachSentinelClient(t, 1, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
 		const ttl = 10 * time.Second
 
 		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, time.Second))
@@ -197,9 +198,11 @@ func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 
 // eachSentinelClient runs f once per driver, in parallel subtests, each on
 // a Sentinel deployment of its own with two clients and a minute's
-// context.
-func eachSentinelClient(t *testing.T, f func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context)) {
-	for _, drv := range sentinelClients {
+// context; in the fast lane once, through the i-th driver (see
+// lane.Subset).
+func eachSentinelClient(t *testing.T, i int, f func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context)) {
+	lane.ParallelFast(t) // a deployment of its own per driver
+	for _, drv := range lane.Subset(sentinelClients, i, 1) {
 		t.Run(drv.name, func(t *testing.T) {
 			t.Parallel()
 			s := redistest.StartSentinel(t)
@@ -230,7 +233,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // Before, unacknowledged renewals moved the deadline: the holder's
 // Context stayed live while the second client held the lock.
 func TestSentinelFailoverAckedLeaseEndsWithItsReplicatedExpiry(t *testing.T) {
-	eachSentinelClient(t, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
+	eachSentinelClient(t, 0, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
 		const ttl = 4 * time.Second
 
 		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 100*time.Millisecond))
