@@ -26,6 +26,7 @@ import (
 //     the empty seat: none is left on a stale leader.
 func TestElectionObservers(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	for _, d := range lane.Subset(drivers, 0, 1) {
 		t.Run(d.name, func(t *testing.T) {
 			srv := redistest.Start(t)

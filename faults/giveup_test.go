@@ -30,6 +30,7 @@ import (
 // the Lock returned, but must finish).
 func TestGiveUpInFlight(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	for _, d := range lane.Subset(drivers, 1, 1) {
 		for _, p := range prims {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
@@ -129,6 +130,7 @@ func TestGiveUpInFlight(t *testing.T) {
 // message names W1's token.
 func TestResentQueueingAttempt(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	// The holder's lease, and when W1's first attempt runs again: after
 	// the lease ran out, and before rueidis (ConnWriteTimeout 500 ms in
 	// the drivers' set-up) gives up on a reply.

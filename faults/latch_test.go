@@ -81,6 +81,7 @@ var latchFaults = []latchFault{
 // within 3 s of it; a count other than 0 at the end of a round.
 func TestLatchFaults(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t)       // servers of its own; it checks outcomes, not timing
 	const downs, rounds = 4, 5 // faulty count-downs a round; a fifth opens the latch
 	// The fast lane: the go-redis client that resends (index 4).
 	for _, d := range lane.Subset(append(append([]driver{}, drivers...), resendingGoRedis), 4, 1) {

@@ -466,6 +466,7 @@ func explainIllegal(t *testing.T, m porcupine.Model, ops []porcupine.Operation, 
 // the long lane every driver and primitive beside them.
 func TestLinearizable(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	if lane.Long() {
 		cpuhog.Start(t, 2)
 	}
@@ -486,6 +487,7 @@ func TestLinearizable(t *testing.T) {
 // exclusion must hold across them.
 func TestLinearizableMixedDrivers(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	if len(drivers) > 5 {
 		t.Fatalf("%d drivers for 5 clients: some would not take part", len(drivers))
 	}
@@ -507,6 +509,7 @@ func TestLinearizableMixedDrivers(t *testing.T) {
 // than TestLinearizable's).
 func TestLinearizableLostReplies(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	for i, p := range linPrims() {
 		for _, d := range lane.Subset(drivers, i+1, 1) {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 //     nobody knows of is gone within the TTL: another client gets it.
 func TestLostReply(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	const lttl = 700 * time.Millisecond
 	for _, d := range lane.Subset(drivers, 1, 1) {
 		for _, p := range prims {

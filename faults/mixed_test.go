@@ -221,6 +221,7 @@ const waitBound = 2 * time.Second
 // client returned, every name is free.
 func TestMixedUse(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	for _, d := range lane.Subset(drivers, 3, 1) {
 		t.Run(d.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -461,6 +462,7 @@ func explainMixed(t *testing.T, ops []porcupine.Operation, info porcupine.Linear
 // which does not queue, must still get its turn: granted within 2 s.
 func TestMultiLockAmongMutexWaiters(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	for _, d := range lane.Subset(drivers, 0, 1) {
 		t.Run(d.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -537,6 +539,7 @@ func TestMultiLockAmongMutexWaiters(t *testing.T) {
 // an attempt; slack for a loaded machine).
 func TestWokenAcrossKinds(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	const slack = 500 * time.Millisecond
 	kinds := []struct {
 		name string

@@ -20,6 +20,7 @@ import (
 // clients must be granted it.
 func TestMixedDrivers(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	const perDriver = 2
 	for _, p := range lane.Subset(prims, 0, 3) {
 		t.Run(p.name, func(t *testing.T) {

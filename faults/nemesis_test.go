@@ -507,6 +507,7 @@ func nemFlagsNote() string {
 
 func TestNemesis(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	cfgs := nemConfigs()
 	seeds := map[string][]uint64{}
 	if *nemSeed != 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -25,6 +26,7 @@ import (
 // carries 6 and the last grant gets more than 6.
 func TestRedlockFenceSequence(t *testing.T) {
 	redistest.Require(t)
+	lane.ParallelFast(t) // servers of its own
 	for _, loss := range []string{"restart-empty", "FLUSHALL"} {
 		t.Run(loss, func(t *testing.T) {
 			srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
