@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,12 +44,7 @@ func TestModelElection(t *testing.T) {
 	r := newRig(t)
 	r.warm(t, warmElection)
 	rapid.Check(t, func(t *rapid.T) {
-		prefix := r.begin()
-		ttl := rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
-		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now, prefix: prefix, retriedReleaseExact: true}
-		pn := &panicker{}
-		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
-			primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}
+		prefix, ttl, ls, pn, opts := r.leaseSession(t)
 		var els []primitives.Election
 		for _, c := range r.clients {
 			e, err := primitives.NewElection(c.b, "e", opts...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -55,12 +54,7 @@ func TestModelRWLock(t *testing.T) {
 	r := newRig(t)
 	r.warm(t, warmRW)
 	rapid.Check(t, func(t *rapid.T) {
-		prefix := r.begin()
-		ttl := rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
-		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now, prefix: prefix, retriedReleaseExact: true}
-		pn := &panicker{}
-		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
-			primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}
+		prefix, ttl, ls, pn, opts := r.leaseSession(t)
 		var rws []primitives.RWLock
 		for _, c := range r.clients {
 			rw, err := primitives.NewRWLock(c.b, "rw", opts...)

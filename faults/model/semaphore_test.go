@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -102,13 +101,8 @@ func testSemaphore(t *testing.T, k semKind) {
 	r := newRig(t)
 	r.warm(t, warmSem(k))
 	rapid.Check(t, func(t *rapid.T) {
-		prefix := r.begin()
-		ttl := rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
+		prefix, ttl, ls, pn, opts := r.leaseSession(t)
 		limit := rapid.IntRange(1, 4).Draw(t, "limit")
-		ls := &leases{r: r, log: &lostLog{}, lastTouch: r.now, retriedReleaseExact: true, prefix: prefix}
-		pn := &panicker{}
-		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
-			primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}
 		var sems []primitives.Semaphore
 		for _, c := range r.clients {
 			s, err := k.new(c.b, "s", limit, opts...)

@@ -2,12 +2,29 @@ package model_test
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/primitives"
 )
+
+// leaseSession is the set-up every lease model's run begins with: a fresh
+// prefix, the TTL drawn (the least one included), the model's leases with
+// their lost-lease log, the panicking middleware, and the options each
+// client's primitive is made with (auto-extend off: the model moves time
+// itself).
+func (r *rig) leaseSession(t *rapid.T) (prefix string, ttl time.Duration, ls *leases, pn *panicker, opts []primitives.Option) {
+	prefix = r.begin()
+	ttl = rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
+	ls = &leases{r: r, log: &lostLog{}, lastTouch: r.now, prefix: prefix, retriedReleaseExact: true}
+	pn = &panicker{}
+	opts = []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
+		primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}
+	return prefix, ttl, ls, pn, opts
+}
 
 // fenceSeq checks that the fences of a name's grants strictly increase.
 type fenceSeq struct{ last int64 }
