@@ -100,23 +100,12 @@ func TestTracingLeaseLostCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms[0].Del(primitives.KeyBase(primitives.DefaultPrefix, "lost")) // the next renewal finds it gone
-	select {
-	case <-l.Context().Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease did not notice its loss")
-	}
-	var lost []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(time.Second); len(lost) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		lost = tel.ended("latchkit.LeaseLost", latchkit.KindMutex)
-	}
-	if len(lost) != 1 {
-		t.Fatalf("%d LeaseLost spans, want 1", len(lost))
-	}
-	cause := attr(lost[0].Attributes(), attribute.Key("latchkit.cause")).AsString()
+	lost := tel.awaitLeaseLost(t, l.Context())
+	cause := attr(lost.Attributes(), attribute.Key("latchkit.cause")).AsString()
 	if !strings.Contains(cause, "renewal found the lease gone") {
 		t.Errorf("LeaseLost span's latchkit.cause %q, want the renewal's finding", cause)
 	}
-	if ev := lost[0].Events(); len(ev) != 1 || attr(ev[0].Attributes, attribute.Key("latchkit.cause")).AsString() != cause {
+	if ev := lost.Events(); len(ev) != 1 || attr(ev[0].Attributes, attribute.Key("latchkit.cause")).AsString() != cause {
 		t.Errorf("LeaseLost events %v: want one carrying the cause", ev)
 	}
 	noToken(t, tel, l.Token())

@@ -67,6 +67,25 @@ func (tel *telemetry) ended(name string, kind latchkit.Kind) []sdktrace.ReadOnly
 	return out
 }
 
+// awaitLeaseLost waits for a lease's Context (lctx) to end, then for the
+// LeaseLost span its loss records, and returns it: exactly one must end.
+func (tel *telemetry) awaitLeaseLost(t *testing.T, lctx context.Context) sdktrace.ReadOnlySpan {
+	t.Helper()
+	select {
+	case <-lctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease did not end")
+	}
+	var lost []sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(time.Second); len(lost) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		lost = tel.ended("latchkit.LeaseLost", latchkit.KindMutex)
+	}
+	if len(lost) != 1 {
+		t.Fatalf("%d LeaseLost spans, want 1", len(lost))
+	}
+	return lost[0]
+}
+
 func attr(kvs []attribute.KeyValue, k attribute.Key) attribute.Value {
 	for _, kv := range kvs {
 		if kv.Key == k {
@@ -436,23 +455,12 @@ func TestTracingOutcomes(t *testing.T) {
 	}
 
 	ms[0].Del(primitives.KeyBase(primitives.DefaultPrefix, "order42")) // the lock is gone
-	select {
-	case <-held.Context().Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease did not notice its loss")
-	}
-	var lost []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(time.Second); len(lost) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		lost = tel.ended("latchkit.LeaseLost", latchkit.KindMutex)
-	}
-	if len(lost) != 1 {
-		t.Fatalf("%d LeaseLost spans, want 1", len(lost))
-	}
-	if lost[0].SpanContext().TraceID() != holderSpan.TraceID() || lost[0].Parent().SpanID() != holderSpan.SpanID() {
+	lost := tel.awaitLeaseLost(t, held.Context())
+	if lost.SpanContext().TraceID() != holderSpan.TraceID() || lost.Parent().SpanID() != holderSpan.SpanID() {
 		t.Errorf("the LeaseLost span is not in the acquisition's trace under its span")
 	}
-	if len(lost[0].Events()) != 1 || lost[0].Events()[0].Name != "latchkit.lease_lost" {
-		t.Errorf("LeaseLost events %v", lost[0].Events())
+	if len(lost.Events()) != 1 || lost.Events()[0].Name != "latchkit.lease_lost" {
+		t.Errorf("LeaseLost events %v", lost.Events())
 	}
 	if err := held.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
 		t.Errorf("release of the lost lease: %v", err)
@@ -560,18 +568,7 @@ func TestTracingLossAfterFailedRelease(t *testing.T) {
 	if err == nil || errors.Is(err, latchkit.ErrLeaseLost) {
 		t.Fatalf("Release with Redis gone: %v, want an unknown outcome", err)
 	}
-	select {
-	case <-lctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease whose release failed did not run out")
-	}
-	var lost []sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(time.Second); len(lost) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		lost = tel.ended("latchkit.LeaseLost", latchkit.KindMutex)
-	}
-	if len(lost) != 1 {
-		t.Fatalf("%d LeaseLost spans after the failed release and the lease running out, want 1", len(lost))
-	}
+	tel.awaitLeaseLost(t, lctx) // after the failed release, the lease running out
 	mt := tel.metrics(t)
 	if n := sum(t, mt["latchkit.lease.lost"]); n != 1 {
 		t.Errorf("latchkit.lease.lost = %d, want 1", n)
