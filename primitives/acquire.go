@@ -165,6 +165,10 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		unsure  bool  // an attempt's outcome is unknown: it may have been granted
 		found   bool  // an attempt found the primitive held: a waiting one may have queued
 		refused error // the last attempt refused for a reason to wait on (held, not replicated)
+		// unreached is the error of the last attempt that could not reach
+		// Redis (its context still live) since an attempt last did: what
+		// the connection said (refused, reset, timed out).
+		unreached error
 	)
 	if !a.try && len(a.chans) > 0 {
 		id := ""
@@ -187,12 +191,16 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		isHeld := errors.As(err, &held)
 		unsure = unsure || (!isHeld && !definite(err))
 		found = found || isHeld
-		if isHeld || errors.Is(err, ErrNotReplicated) {
-			refused = err
-		} else if refused != nil && ctxDone(ctx) != nil {
-			// The caller's deadline cut this attempt short: the error
-			// says why the earlier ones did not grant, too.
-			err = fmt.Errorf("%w (an earlier attempt: %w)", err, refused)
+		switch {
+		case isHeld || errors.Is(err, ErrNotReplicated):
+			refused, unreached = err, nil
+		case ctxDone(ctx) != nil:
+			// The caller's deadline cut this attempt short (a driver may
+			// then say no more than the context's error): the error says
+			// why the earlier ones did not grant, too.
+			err = cutShort(err, refused, unreached)
+		case errors.Is(err, backend.ErrUnavailable):
+			unreached = err
 		}
 		if a.try || ctxDone(ctx) != nil || !retryable(err, isHeld) {
 			return nil, c.giveUp(ctx, a, at, unsure, found, err)
@@ -224,6 +232,23 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
 		}
 	}
+}
+
+// cutShort is the error of an attempt the caller's deadline cut short
+// (err), saying why the attempts before it did not grant: the last one
+// refused (held, not replicated), and, when attempts since could not
+// reach Redis, the last of those, so that the error matches
+// ErrUnavailable and names what the connection said.
+func cutShort(err, refused, unreached error) error {
+	switch {
+	case refused != nil && unreached != nil:
+		return fmt.Errorf("%w (an earlier attempt: %w; a later one could not reach Redis: %w)", err, refused, unreached)
+	case refused != nil:
+		return fmt.Errorf("%w (an earlier attempt: %w)", err, refused)
+	case unreached != nil:
+		return fmt.Errorf("%w (an earlier attempt: %w)", err, unreached)
+	}
+	return err
 }
 
 // retryable reports whether a waiting acquisition makes another attempt
