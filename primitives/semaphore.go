@@ -147,6 +147,14 @@ func (s *semaphore) release(ctx context.Context, token string) (bool, error) {
 	return flag(s.b.Eval(ctx, semRelease, s.keys, []string{token, s.channel}))
 }
 
+// pass frees the permits token was just granted, without ending the
+// acquisition (see passer): sem_release with "0" as its give-back flag,
+// which does not remember the token.
+func (s *semaphore) pass(ctx context.Context, token string) (bool, error) {
+	_, err := s.b.Eval(ctx, semRelease, s.keys, []string{token, s.channel, "0"})
+	return true, err
+}
+
 func (s *semaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
 	return remaining(s.b.Eval(ctx, semTTL, s.keys[:1], []string{token}))
 }

@@ -3,8 +3,13 @@
 -- (ARGV[3] = "1") the give-back of an acquisition that ended without a
 -- grant: the permits the token may hold are freed, and the token
 -- remembered (a retried release succeeds, a late attempt is refused).
+-- With ARGV[3] = "0" the permits are freed but the token is not
+-- remembered: the acquisition goes on (a grant WithReplicaAck refused,
+-- see semaphore.pass), and its next attempt, with the same token, must
+-- not be taken for a late copy.
 -- KEYS as sem_acquire (the first six).
--- ARGV: 1 token, 2 the release channel, 3 "1" for a give-back.
+-- ARGV: 1 token, 2 the release channel, 3 "1" for a give-back, "0" for a
+-- pass (absent for a release).
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
 --
@@ -22,7 +27,7 @@ if exp then
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[6], ARGV[1])
   if tonumber(exp) > now then
-    remember(KEYS[4], ARGV[1], now)
+    if ARGV[3] ~= '0' then remember(KEYS[4], ARGV[1], now) end
     local wake = tostring(n)
     if tonumber(redis.call('HGET', KEYS[6], '~') or '0') > now then wake = '$WAKE_ALL' end
     redis.pcall('PUBLISH', ARGV[2], wake)
