@@ -190,6 +190,15 @@ func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error)
 	return flag(s.b.Eval(ctx, fairRelease, s.keys, append([]string{token}, s.relArgs...)))
 }
 
+// pass frees the permits token was just granted, without ending the
+// acquisition (see passer): fair_withdraw with "0" as its end flag, which
+// does not remember the token. Its ticket leaves the queue (the next
+// tickets may be granted); its next attempt takes a new one.
+func (s *fairSemaphore) pass(ctx context.Context, token string) (bool, error) {
+	_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append(append([]string{token}, s.relArgs...), "0"))
+	return true, err
+}
+
 func (s *fairSemaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
 	return remaining(s.b.Eval(ctx, fairTTL, []string{s.keys[1], s.keys[4]}, []string{token}))
 }
