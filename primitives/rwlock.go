@@ -133,6 +133,14 @@ func (r rwReader) release(ctx context.Context, token string) (bool, error) {
 	return flag(r.b.Eval(ctx, rwReadRelease, r.keys, []string{token, r.channel}))
 }
 
+// pass frees the read lease token was just granted, without ending the
+// acquisition (see passer): rw_read_release with "0" as its give-back
+// flag, which does not remember the token.
+func (r rwReader) pass(ctx context.Context, token string) (bool, error) {
+	_, err := r.b.Eval(ctx, rwReadRelease, r.keys, []string{token, r.channel, "0"})
+	return true, err
+}
+
 func (r rwReader) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
 	return remaining(r.b.Eval(ctx, rwReadTTL, r.keys[:1], []string{token}))
 }
@@ -145,6 +153,14 @@ func (w rwWriter) extend(ctx context.Context, token string, ttl time.Duration) (
 
 func (w rwWriter) release(ctx context.Context, token string) (bool, error) {
 	return flag(w.b.Eval(ctx, rwWriteRelease, w.keys, []string{token, w.channel}))
+}
+
+// pass frees the write lock token was just granted, without ending the
+// acquisition (see passer): rw_write_release with "0" as its pass flag,
+// which does not remember the token.
+func (w rwWriter) pass(ctx context.Context, token string) (bool, error) {
+	_, err := w.b.Eval(ctx, rwWriteRelease, w.keys, []string{token, w.channel, "0"})
+	return true, err
 }
 
 func (w rwWriter) ttl(ctx context.Context, token string) (time.Duration, bool, error) {

@@ -7,7 +7,11 @@
 -- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
 -- that recently finished (released or given back; see remember),
 -- 7 holders' annotations (hash token -> annotation).
--- ARGV: 1 token, 2 the release channel, 3 "1" for a give-back.
+-- ARGV: 1 token, 2 the release channel, 3 "1" for a give-back, "0" for a
+-- pass (absent for a release): the read lease is freed but the token is
+-- not remembered, since the acquisition goes on (a grant WithReplicaAck
+-- refused, see rwReader.pass) and its next attempt, with the same token,
+-- must not be taken for a late copy.
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
 local now = now_ms()
@@ -21,7 +25,7 @@ if exp then
     if ARGV[3] == '1' then remember(KEYS[6], ARGV[1], now) end
     return 0
   end
-  remember(KEYS[6], ARGV[1], now)
+  if ARGV[3] ~= '0' then remember(KEYS[6], ARGV[1], now) end
   if redis.call('ZCOUNT', KEYS[1], now + 1, '+inf') == 0 then redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL') end
   return 1
 end

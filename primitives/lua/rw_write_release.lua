@@ -5,7 +5,11 @@
 -- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
 -- that recently finished (released or given back; see remember),
 -- 7 holders' annotations (hash token -> annotation).
--- ARGV: 1 token, 2 the release channel.
+-- ARGV: 1 token, 2 the release channel, 3 "0" for a pass (absent for a
+-- release): the write lock is freed but the token is not remembered, since
+-- the acquisition goes on (a grant WithReplicaAck refused, see
+-- rwWriter.pass) and its next attempt, with the same token, must not be
+-- taken for a late copy.
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
 local now = now_ms()
@@ -14,7 +18,7 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
   redis.call('HDEL', KEYS[5], ARGV[1])
   redis.call('HDEL', KEYS[7], ARGV[1])
-  remember(KEYS[6], ARGV[1], now)
+  if ARGV[3] ~= '0' then remember(KEYS[6], ARGV[1], now) end
   redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
   return 1
 end
