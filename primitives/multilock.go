@@ -144,10 +144,14 @@ func (ml *multiLock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, 
 	for i, n := range ml.names {
 		byName[n] = fences[i]
 	}
-	return ml.cfg.acked(ctx, &multiLease{
-		lease:  newLease(ctx, ml, latchkit.KindMultiLock, ml.label, at.token, slices.Max(fences), start, &ml.cfg),
-		fences: byName,
-	}, nil, acks)
+	// acked is given the *lease itself, not the multiLease around it: a
+	// grant it refuses is passed on through ml.pass (see passOn), which
+	// does not remember the token, as Release would.
+	l := newLease(ctx, ml, latchkit.KindMultiLock, ml.label, at.token, slices.Max(fences), start, &ml.cfg)
+	if _, err := ml.cfg.acked(ctx, l, nil, acks); err != nil {
+		return nil, err
+	}
+	return &multiLease{lease: l, fences: byName}, nil
 }
 
 // take runs one attempt, returning each name's fence and, with
@@ -254,6 +258,23 @@ func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
 		errs = append(errs, m.withdrawEntry(ctx, token, entry, true))
 	}
 	return errors.Join(errs...)
+}
+
+// pass frees every name token was just granted, without ending the
+// acquisition (see passer): on one server multi_withdraw with its pass
+// flag, on a Cluster each name's Mutex pass; neither remembers the token.
+func (ml *multiLock) pass(ctx context.Context, token string) (bool, error) {
+	if !ml.split {
+		args := append(append([]string{token, ml.handArg, ""}, ml.channels...), ml.cfg.retArg, "0")
+		_, err := ml.b.Eval(ctx, multiWithdraw, ml.keys, args)
+		return true, err
+	}
+	var errs []error
+	for _, m := range ml.parts {
+		_, err := m.pass(ctx, token)
+		errs = append(errs, err)
+	}
+	return true, errors.Join(errs...)
 }
 
 func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {

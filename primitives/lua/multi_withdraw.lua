@@ -4,11 +4,17 @@
 -- attempt is refused), its entries leave every queue, and every name its
 -- token holds (reserved, or granted by an attempt whose reply was lost or
 -- came too late) is passed on.
+-- Given "0" after the retention, the token is not remembered: the
+-- acquisition goes on (a grant WithReplicaAck refused, see
+-- multiLock.pass), and its next attempt, with the same token, must not be
+-- taken for a late copy.
 -- KEYS as multi_acquire.
 -- ARGV: 1 token, 2 hand ms, 3 the queue entry ("" for none), 4.. the
--- release channel of each name; last, the fence counter's retention ms.
+-- release channel of each name; then the fence counter's retention ms;
+-- last, for a pass only, "0".
 -- Reply: 0.
 local n = #KEYS / 7
+local ret, final = ARGV[4 + n], ARGV[5 + n] ~= '0'
 local mine = {}
 for i = 0, n - 1 do
   mine[i] = redis.call('GET', KEYS[i * 7 + 1]) == ARGV[1]
@@ -17,8 +23,8 @@ end
 local now = now_ms()
 for i = 0, n - 1 do
   local k = i * 7 + 1
-  remember(KEYS[k+4], ARGV[1], now)
+  if final then remember(KEYS[k+4], ARGV[1], now) end
   if ARGV[3] ~= '' then dequeue(KEYS[k+5], KEYS[k+6], ARGV[3]) end
-  if mine[i] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], ARGV[#ARGV]) end
+  if mine[i] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], ret) end
 end
 return 0
