@@ -189,21 +189,35 @@ const MaxAnnotation = 256
 // errors.As finds the holder it last waited for.
 type HeldError struct {
 	// WaitHint is how long until the primitive frees itself at the latest
-	// if nobody releases it (for a Mutex, the holder's remaining TTL);
-	// zero when unknown.
+	// if nobody releases it (for a Mutex, the holder's remaining TTL), or,
+	// when AtLeast is set, a bound below that; zero when unknown. The wait
+	// loop tries again within WaitHint at the latest, unless a release
+	// wakes it sooner.
 	WaitHint time.Duration
+	// AtLeast says that WaitHint may be less than the holder's remaining
+	// time: the primitive frees itself no sooner than WaitHint (unless
+	// released). A waiting attempt (Lock, Acquire) is told to come back
+	// within its heartbeat, a third of the waiter timeout, so as to keep
+	// its place in the queue, when the holder's lease runs longer (so is a
+	// FairMutex's or FairSemaphore's single attempt); a hint of that
+	// heartbeat is marked AtLeast.
+	AtLeast bool
 	// Holder is the Annotation stored by the holder the attempt waits for
 	// (the one whose lease ends first when there are several); empty when
 	// it stored none.
 	Holder string
 }
 
-// Error says the primitive was held and for how long at most.
+// Error says the primitive was held and for how long at most, or, when
+// that is not known (AtLeast), at least.
 func (e *HeldError) Error() string {
-	if e.WaitHint > 0 {
-		return fmt.Sprintf("%v: held for up to %v", ErrNotAcquired, e.WaitHint)
+	switch {
+	case e.WaitHint <= 0:
+		return ErrNotAcquired.Error() + ": held"
+	case e.AtLeast:
+		return fmt.Sprintf("%v: held (the holder's lease had %v or more to run)", ErrNotAcquired, e.WaitHint)
 	}
-	return ErrNotAcquired.Error() + ": held"
+	return fmt.Sprintf("%v: held for up to %v", ErrNotAcquired, e.WaitHint)
 }
 
 // Is reports whether target is ErrNotAcquired.

@@ -24,7 +24,8 @@ type acquisition struct {
 	chans []string // release channels a waiter listens on (read-only, may be shared)
 	try   bool
 	// attempt makes one attempt: a lease, a *latchkit.HeldError when the
-	// primitive is held, or another error.
+	// primitive is held (a new one each time: the wait loop sets its
+	// AtLeast), or another error.
 	attempt func(ctx context.Context, at *attempt) (latchkit.Lease, error)
 	// giveBack gives back whatever the token may hold or have queued: a
 	// grant whose reply was lost or came after the caller gave up, a place
@@ -181,14 +182,17 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 	for {
 		at.n++
 		l, err := a.attempt(ctx, at)
+		var held *latchkit.HeldError
+		isHeld := err != nil && errors.As(err, &held)
+		if isHeld && held.WaitHint == c.heartbeat() {
+			held.AtLeast = true // the script's heartbeat, not the holder's time
+		}
 		if req.OnAttempt != nil {
 			req.OnAttempt(at.n, err)
 		}
 		if err == nil {
 			return l, nil
 		}
-		var held *latchkit.HeldError
-		isHeld := errors.As(err, &held)
 		unsure = unsure || (!isHeld && !definite(err))
 		found = found || isHeld
 		switch {
@@ -232,6 +236,21 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
 		}
 	}
+}
+
+// heartbeat is the longest wait hint the acquire scripts give a waiting
+// attempt, which keeps its place in the primitive's queue by coming back
+// that often (and a FairMutex's or FairSemaphore's single attempt too): a
+// third of the waiter timeout, in whole milliseconds, at least one, as the
+// scripts reckon it (mutex_attempt in lua/prelude.lua, sem_acquire,
+// fair_acquire, rw_write, multi_acquire). A script that cuts a hint to
+// it gives exactly this, so a hint of exactly this may be less than the
+// holder's remaining time, never more: the wait loop marks it
+// (latchkit.HeldError.AtLeast), so that the error does not say the
+// primitive is held for up to its waiter's heartbeat. Any other hint is
+// left as the script measured it.
+func (c *config) heartbeat() time.Duration {
+	return time.Duration(max(c.waiterTimeout.Milliseconds()/3, 1)) * time.Millisecond
 }
 
 // cutShort is the error of an attempt the caller's deadline cut short
