@@ -32,6 +32,12 @@
 //
 // go-redis also retries a command that timed out (Options.MaxRetries); the
 // latchkit scripts are written so that running an attempt twice is safe.
+//
+// A call its context cuts short while go-redis is still trying to connect
+// ends, from go-redis, with the context's error alone; the adapter watches
+// the client's dials (a hook New adds, see New) so that such a call also
+// matches latchkit.ErrUnavailable and names the failed dial, as the other
+// drivers' errors do.
 package goredis
 
 import (
@@ -56,6 +62,9 @@ type Backend struct {
 	// direct: the client bounds every call by its context itself
 	// (ContextTimeoutEnabled), so calls are made on the caller's goroutine.
 	direct bool
+	// dials: the outcome of the client's latest dial (see dials.go); nil
+	// for a client that is not watched.
+	dials *dialWatch
 }
 
 // Option configures a Backend.
@@ -76,11 +85,29 @@ func WithHealthCheck(d time.Duration) Option {
 // Backend does not close the client. New of a nil client (or a typed nil)
 // returns nil, which every constructor of package primitives refuses with
 // an error matching latchkit.ErrInvalid.
+//
+// New adds a hook to c (redis.Hook; once per client, however many
+// Backends are made over it) that watches its dials: it keeps the time and
+// error of the latest one, and hooks nothing else (commands and pipelines
+// do not go through it). A call that go-redis ends with no more than its
+// context's error, which it does when the context ends while it is still
+// dialing or pausing between its own retries (a call against a dead
+// address lasts about 1.7 s with the default options), then also matches
+// latchkit.ErrUnavailable and names the dial's error ("connection
+// refused"), when the latest dial since the call began failed. The hook
+// goes on a *redis.Client (a Sentinel failover client included) and, for a
+// *redis.ClusterClient, on each node client the cluster client creates
+// after New (through OnNewNode): nodes it created before are not watched.
+// Other clients (a *redis.Ring, a wrapper of a client) get no hook; a call
+// cut short there says only that its context ended. The hook is one more
+// in the client's list: go-redis's AutoPipeliner, on a client with hooks,
+// arms its guard against a hook reading a result inside the chain (a
+// goroutine lookup per batch).
 func New(c redis.UniversalClient, opts ...Option) *Backend {
 	if nilness.Is(c) {
 		return nil // refused by every constructor of package primitives (ErrInvalid)
 	}
-	b := &Backend{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c)}
+	b := &Backend{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c), dials: watchDials(c)}
 	for _, o := range opts {
 		o(b)
 	}
@@ -155,13 +182,21 @@ func (b *Backend) Cluster() bool {
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (as go-redis's
 // Script.Run does). It returns by ctx's end (see the package doc).
 func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+	start := time.Now()
+	var v backend.Value
+	var err error
 	if b.direct {
-		return result(ctx, b.run(ctx, b.c, s, keys, args))
+		v, err = result(ctx, b.run(ctx, b.c, s, keys, args))
+	} else {
+		keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
+		v, err = backend.Await(ctx, func() (backend.Value, error) {
+			return result(ctx, b.run(ctx, b.c, s, keys, args))
+		}, nil)
 	}
-	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
-	return backend.Await(ctx, func() (backend.Value, error) {
-		return result(ctx, b.run(ctx, b.c, s, keys, args))
-	}, nil)
+	if err != nil {
+		return nil, b.unreached(ctx, start, err)
+	}
+	return v, nil
 }
 
 // result is the backend.Value and error of a finished script command, as
@@ -184,7 +219,11 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 // returns by ctx's end (see the package doc); calls it gave up on all get
 // an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
+	start := time.Now()
 	backend.RunBatch(ctx, calls, !b.direct, b.pipeline)
+	for i := range calls {
+		calls[i].Err = b.unreached(ctx, start, calls[i].Err)
+	}
 }
 
 // pipeline sends calls in one go-redis pipeline (see backend.Pipeline).
@@ -280,9 +319,11 @@ func wrap(ctx context.Context, err error) error {
 // NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
 // ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
-	return backend.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
+	start := time.Now()
+	v, n, err := backend.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return b.evalAck(ctx, s, keys, args, replicas, timeout)
 	})
+	return v, n, b.unreached(ctx, start, err)
 }
 
 // evalAck is EvalAck on the caller's goroutine.

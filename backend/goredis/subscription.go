@@ -20,6 +20,7 @@ func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Sub
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	open := func() (*redis.PubSub, error) {
 		ps := b.c.Subscribe(context.WithoutCancel(ctx))
 		// go-redis connects lazily; a PING proves the connection up
@@ -43,14 +44,15 @@ func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Sub
 		})
 	}
 	if err != nil {
-		return nil, err
+		return nil, b.unreached(ctx, start, err)
 	}
-	s := &subscription{ps: ps, h: h, health: b.health, done: make(chan struct{})}
+	s := &subscription{b: b, ps: ps, h: h, health: b.health, done: make(chan struct{})}
 	go s.loop()
 	return s, nil
 }
 
 type subscription struct {
+	b      *Backend // its unreached names a failed redial (see dials.go)
 	ps     *redis.PubSub
 	h      backend.Handler
 	health time.Duration
@@ -85,11 +87,12 @@ func (s *subscription) change(ctx context.Context, kind string, channels []strin
 	// that lock. A send given up on may still reach the server; the
 	// confirmation it gets then finds nobody waiting.
 	channels = slices.Clone(channels) // the send may outlive this call
+	start := time.Now()
 	if _, err := backend.Await(ctx, func() (struct{}, error) {
 		return struct{}{}, send(ctx, channels...)
 	}, nil); err != nil {
 		s.state.Forget(p)
-		return wrap(ctx, err)
+		return s.b.unreached(ctx, start, wrap(ctx, err))
 	}
 	return s.state.Await(ctx, p, s.done)
 }
