@@ -62,9 +62,14 @@ func deadRESP[C interface{ Close() }](t *testing.T, mk func(addr string) (C, err
 //
 // One attempt through a go-redis client as most users configure it lasts
 // about 1.7 s against a dead address (the client's own retries: 4 tries
-// of the command, each dialing 5 times 100 ms apart), so those get a
-// deadline that lets one attempt end first; a client configured to fail
-// fast, and the other drivers, 300 ms.
+// of the command, each dialing 5 times 100 ms apart). With a 3 s deadline
+// one attempt ends first and says what it met. With 300 ms the deadline
+// cuts the first attempt short and go-redis says no more than the
+// context's error (the caller waiting for a connection, or in the pause
+// between the client's retries, is handed ctx.Err(); without
+// ContextTimeoutEnabled the adapter gives up on the call at the deadline):
+// the adapter, which watches the client's dials, names the failed dial.
+// A client configured to fail fast, and the other drivers, 300 ms.
 func TestLockDeadlineAgainstDeadRedisSaysUnavailable(t *testing.T) {
 	drivers := []struct {
 		name     string
@@ -77,6 +82,16 @@ func TestLockDeadlineAgainstDeadRedisSaysUnavailable(t *testing.T) {
 			return goredis.New(c)
 		}},
 		{"goredis ContextTimeoutEnabled", 3 * time.Second, func(t *testing.T) backend.Backend {
+			c := redis.NewClient(&redis.Options{Addr: deadAddr(t), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { c.Close() })
+			return goredis.New(c)
+		}},
+		{"goredis 300ms", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
+			c := redis.NewClient(&redis.Options{Addr: deadAddr(t)})
+			t.Cleanup(func() { c.Close() })
+			return goredis.New(c)
+		}},
+		{"goredis ContextTimeoutEnabled 300ms", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
 			c := redis.NewClient(&redis.Options{Addr: deadAddr(t), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
