@@ -193,7 +193,11 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		if err == nil {
 			return l, nil
 		}
-		unsure = unsure || (!isHeld && !definite(err))
+		// Unsure: the attempt may have been granted somewhere. A refusal
+		// joined with an unreachable server's error (a Redlock's, refused
+		// by a quorum while an instance did not answer) leaves that
+		// server's outcome unknown too: its late copy may take it.
+		unsure = unsure || (!definite(err) && (!isHeld || errors.Is(err, backend.ErrUnavailable)))
 		found = found || isHeld
 		switch {
 		case isHeld || errors.Is(err, ErrNotReplicated):

@@ -141,14 +141,26 @@ func eachWithin[T any](ctx context.Context, r *redlock, timeout time.Duration, f
 // (ErrUnavailable), not the caller giving up. The instance's context need
 // not be done yet: a driver reads a passed deadline off the clock before
 // the context's timer has run, on a starved process.
+//
+// Its error then no longer matches context.DeadlineExceeded or Canceled:
+// they are the caller's to report, and a caller whose context is live
+// must not take an instance's timeout for its own deadline.
 func instanceErr(ctx context.Context, err error) error {
-	if err == nil || ctxDone(ctx) != nil || errors.Is(err, backend.ErrUnavailable) {
+	if err == nil || ctxDone(ctx) != nil {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return &backend.Error{Class: backend.ErrUnavailable, Cause: err}
+		return &backend.Error{Class: backend.ErrUnavailable, Cause: instanceTimeout{err.Error()}}
 	}
 	return err
+}
+
+// instanceTimeout is the cause of an instance's call cut by its own
+// timeout: its text, without the context error it wrapped.
+type instanceTimeout struct{ msg string }
+
+func (e instanceTimeout) Error() string {
+	return "no answer within the instance timeout (" + e.msg + ")"
 }
 
 // errUndecided is the error of an instance that had not answered when the

@@ -108,10 +108,23 @@ func TestMain(m *testing.M) {
 }
 
 // client is one driver's connection to the server, through its own proxy.
+// On a rig of several servers, more are the same driver's connections to
+// the others, each through its own proxy too: a fault injected into the
+// client is injected into all of them.
 type client struct {
 	name string
 	b    *counting
 	px   *faultproxy.Proxy
+	more []*client
+}
+
+// backends is c's connection to each server.
+func (c *client) backends() []backend.Backend {
+	out := []backend.Backend{c.b}
+	for _, m := range c.more {
+		out = append(out, m.b)
+	}
+	return out
 }
 
 // counting is a Backend that counts the scripts it runs, so that a step
@@ -128,14 +141,17 @@ func (c *counting) Eval(ctx context.Context, s *backend.Script, keys, args []str
 	return c.Backend.Eval(ctx, s, keys, args)
 }
 
-// quiesce waits until c has no script in flight and started none for a
-// while (at most 3s).
+// quiesce waits until c (and c.more) has no script in flight and started
+// none for a while (at most 3s).
 func (c *client) quiesce() {
 	deadline := time.Now().Add(3 * time.Second)
 	last, since := int64(-1), time.Now()
 	for time.Now().Before(deadline) {
-		s := c.b.started.Load()
-		if s != last || c.b.finished.Load() != s {
+		var s, f int64
+		for _, cc := range append([]*client{c}, c.more...) {
+			s, f = s+cc.b.started.Load(), f+cc.b.finished.Load()
+		}
+		if s != last || f != s {
 			last, since = s, time.Now()
 		} else if time.Since(since) > 25*time.Millisecond {
 			return
@@ -185,26 +201,60 @@ var drivers = []struct {
 	}},
 }
 
-// rig is a server whose clock the test sets and one client per driver.
-// One rig serves every sequence of a test; each sequence works under its
-// own key prefix.
+// settle waits for every client to quiesce.
+func (r *rig) settle() {
+	var wg sync.WaitGroup
+	for _, c := range r.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.quiesce()
+		}()
+	}
+	wg.Wait()
+}
+
+// rig is a server whose clock the test sets and one client per driver
+// (or several servers sharing that clock, for a Redlock). One rig serves
+// every sequence of a test; each sequence works under its own key prefix.
 type rig struct {
-	m       *miniredis.Miniredis
-	now     time.Time // the server's clock
+	m       *miniredis.Miniredis // the first server
+	others  []*miniredis.Miniredis
+	now     time.Time // the servers' clock
 	clients []*client
 	seq     int
 }
 
-func newRig(t *testing.T) *rig {
-	m := miniredis.RunT(t)
-	r := &rig{m: m, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m.SetTime(r.now)
-	m.ClockTTL(true)
+func newRig(t *testing.T) *rig { return newRigOf(t, 1) }
+
+// newRigOf is a rig of n servers; each client has a connection to each.
+func newRigOf(t *testing.T, n int) *rig {
+	r := &rig{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := range n {
+		m := miniredis.RunT(t)
+		m.SetTime(r.now)
+		m.ClockTTL(true)
+		if i == 0 {
+			r.m = m
+		} else {
+			r.others = append(r.others, m)
+		}
+	}
 	for _, d := range drivers {
-		px := faultproxy.Start(t, m.Addr())
-		r.clients = append(r.clients, &client{name: d.name, b: &counting{Backend: d.new(t, px.Addr)}, px: px})
+		var cs []*client
+		for _, m := range r.servers() {
+			px := faultproxy.Start(t, m.Addr())
+			cs = append(cs, &client{name: d.name, b: &counting{Backend: d.new(t, px.Addr)}, px: px})
+		}
+		cs[0].more = cs[1:]
+		r.clients = append(r.clients, cs[0])
 	}
 	return r
+}
+
+// servers is every server of r, the first one first.
+func (r *rig) servers() []*miniredis.Miniredis {
+	return append([]*miniredis.Miniredis{r.m}, r.others...)
 }
 
 // warm runs every call of a primitive once on a scratch name, so that the
@@ -212,9 +262,14 @@ func newRig(t *testing.T) *rig {
 // that ran, not of the NOSCRIPT answer to its EVALSHA (the resend would
 // get NOSCRIPT again, and the script would never run).
 func (r *rig) warm(t *testing.T, calls func(ctx context.Context, b backend.Backend, opts []primitives.Option) error) {
+	r.warmOn(t, 0, calls)
+}
+
+// warmOn is warm on the i-th server.
+func (r *rig) warmOn(t *testing.T, i int, calls func(ctx context.Context, b backend.Backend, opts []primitives.Option) error) {
 	ctx, cancel := ctxFor(callTimeout)
 	defer cancel()
-	if err := calls(ctx, r.clients[0].b, []primitives.Option{primitives.WithPrefix("warm:"), primitives.WithAutoExtend(false)}); err != nil {
+	if err := calls(ctx, r.clients[0].backends()[i], []primitives.Option{primitives.WithPrefix("warm:"), primitives.WithAutoExtend(false)}); err != nil {
 		t.Fatalf("warm-up: %v", err)
 	}
 }
@@ -222,7 +277,9 @@ func (r *rig) warm(t *testing.T, calls func(ctx context.Context, b backend.Backe
 // advance moves the server's clock forward by d.
 func (r *rig) advance(d time.Duration) {
 	r.now = r.now.Add(d)
-	r.m.SetTime(r.now)
+	for _, m := range r.servers() {
+		m.SetTime(r.now)
+	}
 }
 
 // begin starts a sequence: a fresh prefix, an hour after the last one.
@@ -234,9 +291,12 @@ func (r *rig) begin() string {
 
 // keys returns the keys under prefix (expired ones are gone: miniredis
 // expires lazily on access, by the clock the test set).
-func (r *rig) keys(prefix string) []string {
+func (r *rig) keys(prefix string) []string { return keysOn(r.m, prefix) }
+
+// keysOn is keys on the server m.
+func keysOn(m *miniredis.Miniredis, prefix string) []string {
 	var out []string
-	for _, k := range r.m.Keys() {
+	for _, k := range m.Keys() {
 		if strings.HasPrefix(k, prefix) {
 			out = append(out, k)
 		}
@@ -245,22 +305,27 @@ func (r *rig) keys(prefix string) []string {
 	return out
 }
 
-// checkExpiries fails t when a key under prefix has no expiry.
+// checkExpiries fails t when a key under prefix has no expiry, on any
+// server.
 func (r *rig) checkExpiries(t *rapid.T, prefix string) {
-	for _, k := range r.keys(prefix) {
-		if r.m.TTL(k) <= 0 {
-			fail(t, "a key has no expiry", k, r.m.Type(k))
+	for i, m := range r.servers() {
+		for _, k := range keysOn(m, prefix) {
+			if m.TTL(k) <= 0 {
+				fail(t, "a key has no expiry", i, k, m.Type(k))
+			}
 		}
 	}
 }
 
-// checkEmpty fails t when anything remains under prefix.
+// checkEmpty fails t when anything remains under prefix, on any server.
 func (r *rig) checkEmpty(t *rapid.T, prefix, why string) {
-	if ks := r.keys(prefix); len(ks) > 0 {
-		var b strings.Builder
-		for _, k := range ks {
-			fmt.Fprintf(&b, " %s(%s, ttl %v)", k, r.m.Type(k), r.m.TTL(k))
+	var b strings.Builder
+	for i, m := range r.servers() {
+		for _, k := range keysOn(m, prefix) {
+			fmt.Fprintf(&b, " %d:%s(%s, ttl %v)", i, k, m.Type(k), m.TTL(k))
 		}
+	}
+	if b.Len() > 0 {
 		fail(t, why+", yet keys remain", b.String())
 	}
 }
@@ -399,9 +464,14 @@ func want(t *rapid.T, op string, err error, want string, detail ...any) {
 }
 
 // fail logs detail and fails t with the stable message msg (see want).
+//
+// The detail goes to standard error as well: when the failure does not
+// come back on replay (a timing-dependent one), rapid shows only the
+// replay's log, and the first run's detail is the bug report.
 func fail(t *rapid.T, msg string, detail ...any) {
 	if len(detail) > 0 {
 		t.Log(detail...)
+		fmt.Fprintln(os.Stderr, append([]any{"model failure:", msg + ":"}, detail...)...)
 	}
 	t.Fatal(msg)
 }
@@ -432,27 +502,40 @@ var scripts = faultproxy.Command("EVALSHA")
 // call (bounded by faultTimeout) has given up. It reports whether a script
 // ran (a call that made no round trip leaves the proxy disarmed).
 func (c *client) lostReply(call func(ctx context.Context)) (ran bool) {
-	r := c.px.ResendNext(scripts, resendDelay)
+	cs := append([]*client{c}, c.more...)
+	var rs []*faultproxy.Resend
+	for _, cc := range cs {
+		rs = append(rs, cc.px.ResendNext(scripts, resendDelay))
+	}
 	ctx, cancel := ctxFor(faultTimeout)
 	call(ctx)
 	cancel()
-	select {
-	case <-r.Executed():
-		ran = true
-	case <-time.After(time.Second):
+	deadline := time.Now().Add(time.Second)
+	ranOn := make([]bool, len(rs))
+	for i, r := range rs {
+		select {
+		case <-r.Executed():
+			ranOn[i], ran = true, true
+		case <-time.After(time.Until(deadline)):
+			cs[i].px.ResendNext(func([]string) bool { return false }, 0) // disarm
+		}
 	}
 	if !ran {
-		c.px.ResendNext(func([]string) bool { return false }, 0) // disarm
 		c.quiesce()
 		return false
 	}
-	select {
-	case <-r.Done():
-	case <-time.After(resendDelay + 200*time.Millisecond): // its connection ended first
+	for i, r := range rs {
+		if !ranOn[i] {
+			continue
+		}
+		select {
+		case <-r.Done():
+		case <-time.After(resendDelay + 200*time.Millisecond): // its connection ended first
+		}
 	}
 	c.quiesce()
 	if debug {
-		fmt.Printf("resend on %s: %q\n", c.name, r.Args())
+		fmt.Printf("resend on %s: %q\n", c.name, rs[0].Args())
 	}
 	return true
 }
@@ -461,12 +544,17 @@ func (c *client) lostReply(call func(ctx context.Context)) (ran bool) {
 // at faultTimeout; meanwhile runs with c still paused (the clock may move),
 // then the held bytes go through, late.
 func (c *client) paused(call func(ctx context.Context), meanwhile func()) {
-	c.px.Blackhole(true)
+	cs := append([]*client{c}, c.more...)
+	for _, cc := range cs {
+		cc.px.Blackhole(true)
+	}
 	ctx, cancel := ctxFor(faultTimeout)
 	call(ctx)
 	cancel()
 	meanwhile()
-	c.px.Blackhole(false)
+	for _, cc := range cs {
+		cc.px.Blackhole(false)
+	}
 	c.quiesce()
 }
 
@@ -495,6 +583,7 @@ func (r *rig) dump(prefix string, ls *leases) string {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "  now %d ms\n", r.now.UnixMilli())
+	fmt.Fprintf(&b, "  actions %s\n", strings.Join(ls.trace, " "))
 	for _, l := range ls.all {
 		fmt.Fprintf(&b, "  %v token %s state %d exp %d told %v ran %v\n", l, l.l.Token(), l.st, l.exp.UnixMilli(), l.told, l.ran)
 	}

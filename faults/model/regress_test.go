@@ -174,3 +174,73 @@ func TestFairSetLimitPausedWaiter(t *testing.T) {
 	w.quiesce()
 	held("W resumed", 2)
 }
+
+// TestRegressRedlockSlowInstanceNotDeadline (found by TestModelMutex/
+// Redlock, TryLockOneInstanceLate): a Redlock TryLock of a held lock, one
+// instance held up past the per-instance timeout, was refused with an
+// error that matched context.DeadlineExceeded although the caller's
+// context was live: the instance's own timeout leaked into it, and a
+// caller checking errors.Is(err, context.DeadlineExceeded) would take it
+// for its own deadline. It must be ErrNotAcquired (and the slow instance
+// ErrUnavailable), not a deadline.
+func TestRegressRedlockSlowInstanceNotDeadline(t *testing.T) {
+	r := newRigOf(t, 3)
+	prefix := r.begin()
+	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(time.Second)}
+	a, _ := primitives.NewRedlock(r.clients[0].backends(), "m", opts...)
+	b, _ := primitives.NewRedlock(r.clients[1].backends(), "m", opts...)
+	ctx := context.Background()
+	la, err := a.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release(ctx)
+	slow := r.clients[1].more[1]
+	slow.px.Blackhole(true)
+	_, err = b.TryLock(ctx)
+	slow.px.Blackhole(false)
+	if !errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock of a held Redlock, one instance slow, caller's context live: %v; want ErrNotAcquired, not DeadlineExceeded", err)
+	}
+}
+
+// TestRegressRedlockLateCopyOnMinority (found by TestModelMutex/Redlock:
+// Lock, InstanceLosesData, TryLockOneInstanceLate): a Redlock TryLock
+// refused by a quorum, whose call to a third instance (one that had lost
+// its data, so free) was held up past the per-instance timeout, released
+// the token everywhere without remembering it; its late copy then took
+// that instance for the TTL, held by a token nobody has, one instance
+// fewer to vote for anyone until it expired. The late copy must be
+// refused.
+func TestRegressRedlockLateCopyOnMinority(t *testing.T) {
+	r := newRigOf(t, 3)
+	for c := range r.clients {
+		t.Run(r.clients[c].name, func(t *testing.T) { redlockLateCopyOnMinority(t, r, c) })
+	}
+}
+
+func redlockLateCopyOnMinority(t *testing.T, r *rig, c int) {
+	prefix := r.begin()
+	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(10 * time.Second)}
+	a, _ := primitives.NewRedlock(r.clients[(c+1)%len(r.clients)].backends(), "m", opts...)
+	b, _ := primitives.NewRedlock(r.clients[c].backends(), "m", opts...)
+	ctx := context.Background()
+	la, err := a.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release(ctx)
+	r.m.FlushAll() // the first instance restarts empty: A holds on the other two
+	slow := r.clients[c]
+	slow.px.Blackhole(true)
+	_, err = b.TryLock(ctx)
+	slow.px.Blackhole(false)
+	if !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Fatalf("TryLock of a held Redlock: %v, want ErrNotAcquired", err)
+	}
+	r.settle()
+	key := primitives.MutexLayout.KeysOf(prefix, "m")[0]
+	if v, err := r.m.Get(key); err == nil {
+		t.Fatalf("after B's refused TryLock, the instance that answered late is held by %q (A holds %q): a token nobody has", v, la.Token())
+	}
+}
