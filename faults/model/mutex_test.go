@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -77,6 +76,31 @@ type leases struct {
 	// window (off: it may say ErrLeaseLost, as a Mutex did before
 	// d30015f, finding 28.1-B).
 	retriedReleaseExact bool
+	// trace is the actions run so far, for a failure's message (a
+	// failure that does not come back on replay has no other record).
+	trace []string
+}
+
+// note adds s to the trace's last action.
+func (ls *leases) note(s string) {
+	if n := len(ls.trace); n > 0 {
+		ls.trace[n-1] += "," + s
+	}
+}
+
+// traced records each action's name in ls.trace before it runs.
+func (ls *leases) traced(actions map[string]func(*rapid.T)) map[string]func(*rapid.T) {
+	out := map[string]func(*rapid.T){}
+	for name, f := range actions {
+		out[name] = f
+		if name != "" {
+			out[name] = func(t *rapid.T) {
+				ls.trace = append(ls.trace, fmt.Sprintf("%s@%d", name, ls.r.now.UnixMilli()))
+				f(t)
+			}
+		}
+	}
+	return out
 }
 
 func (ls *leases) add(l latchkit.Lease, c, n int, ttl time.Duration) *mlease {
@@ -117,7 +141,9 @@ func (ls *leases) pick(t *rapid.T, ok func(*mlease) bool) *mlease {
 	if len(c) == 0 {
 		t.Skip("no lease")
 	}
-	return rapid.SampledFrom(c).Draw(t, "lease")
+	l := rapid.SampledFrom(c).Draw(t, "lease")
+	ls.note(fmt.Sprint("#", l.id))
+	return l
 }
 
 // release is Release on a lease in any state; the model says what it
@@ -289,164 +315,4 @@ func warmMutex(ctx context.Context, b backend.Backend, o []primitives.Option) er
 	_ = l.Extend(ctx, time.Second)
 	_, _ = l.TTL(ctx)
 	return l.Release(ctx)
-}
-
-// TestModelMutex: a Mutex against its model (one holder, by the server's
-// clock).
-func TestModelMutex(t *testing.T) {
-	r := newRig(t)
-	r.warm(t, warmMutex)
-	rapid.Check(t, func(t *rapid.T) {
-		prefix, ttl, ls, pn, opts := r.leaseSession(t)
-		var mus []primitives.Mutex
-		for _, c := range r.clients {
-			mu, err := primitives.NewMutex(c.b, "m", opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mus = append(mus, mu)
-		}
-		lockKey := primitives.MutexLayout.KeysOf(prefix, "m")[0]
-		var fence int64
-		client := func(t *rapid.T) int { return rapid.IntRange(0, len(r.clients)-1).Draw(t, "client") }
-		holder := func() *mlease {
-			if l := ls.live(); len(l) > 0 {
-				return l[0]
-			}
-			return nil
-		}
-		granted := func(t *rapid.T, c int, l latchkit.Lease, what string) {
-			if l.Fence() <= fence {
-				fail(t, what+": fence not above the last", l.Fence(), fence)
-			}
-			fence = l.Fence()
-			ls.add(l, c, 1, ttl)
-		}
-		// noStranger: the lock is held by the model's holder or nobody.
-		noStranger := func() string {
-			v, err := r.m.Get(lockKey)
-			h := holder()
-			switch {
-			case h == nil && err == nil:
-				return fmt.Sprintf("lock held by %q, the model says free", v)
-			case h != nil && v != h.l.Token():
-				return fmt.Sprintf("lock held by %q, the model says %v", v, h)
-			}
-			return ""
-		}
-		actions := ls.actions(ttl)
-		actions["TryLock"] = func(t *rapid.T) {
-			c := client(t)
-			h := holder()
-			ls.touch()
-			ctx, cancel := ctxFor(callTimeout)
-			l, err := mus[c].TryLock(ctx)
-			cancel()
-			if h != nil {
-				want(t, "TryLock of a held lock", err, "ErrNotAcquired")
-				var he *latchkit.HeldError
-				if !errors.As(err, &he) || he.WaitHint != h.exp.Sub(r.now) {
-					fail(t, "TryLock: wait hint differs from the holder's TTL", err, h.exp.Sub(r.now))
-				}
-				return
-			}
-			want(t, "TryLock of a free lock", err, "nil")
-			granted(t, c, l, "TryLock")
-		}
-		actions["Lock"] = func(t *rapid.T) {
-			c := client(t)
-			h := holder()
-			ls.touch()
-			d := callTimeout
-			if h != nil {
-				d = shortWait
-			}
-			ctx, cancel := ctxFor(d)
-			l, err := mus[c].Lock(ctx)
-			cancel()
-			if h != nil {
-				if !errors.Is(err, context.DeadlineExceeded) {
-					fail(t, "Lock of a held lock did not give up at its deadline", err)
-				}
-				return
-			}
-			want(t, "Lock of a free lock", err, "nil")
-			granted(t, c, l, "Lock")
-		}
-		actions["TryLockLostReply"] = func(t *rapid.T) {
-			c := client(t)
-			ls.touch()
-			var err error
-			var l latchkit.Lease
-			h := holder()
-			r.clients[c].lostReply(func(ctx context.Context) { l, err = mus[c].TryLock(ctx) })
-			if err == nil {
-				// The driver waited for the resend's reply: the
-				// script found its own token, a grant like any other.
-				if h != nil {
-					t.Fatalf("TryLock of a held lock whose reply was lost was granted")
-				}
-				granted(t, c, l, "TryLock answered by the resend")
-			}
-			eventually(t, "after a TryLock whose reply was lost", noStranger)
-		}
-		actions["TryLockPaused"] = func(t *rapid.T) {
-			c := client(t)
-			d := rapid.SampledFrom([]time.Duration{0, ttl, ttl + time.Millisecond}).Draw(t, "paused for")
-			var err error
-			var l latchkit.Lease
-			var took time.Duration
-			r.clients[c].paused(func(ctx context.Context) {
-				start := time.Now()
-				l, err = mus[c].TryLock(ctx)
-				took = time.Since(start)
-			}, func() { r.advance(d) })
-			ls.touch()
-			if err == nil {
-				fail(t, "TryLock of a paused client was granted", took, l.Fence(), r.dump(prefix, ls))
-			}
-			eventually(t, "after a paused TryLock", noStranger)
-		}
-		actions["PanicBefore"] = func(t *rapid.T) {
-			c := client(t)
-			pn.set("before")
-			if !recovered(func() { _, _ = mus[c].TryLock(context.Background()) }) {
-				t.Fatalf("the middleware did not panic")
-			}
-		}
-		actions["PanicAfterGrant"] = func(t *rapid.T) {
-			if !panicAfterGrantFixed {
-				t.Skip("finding 28.1-A: a grant whose middleware panicked stays held (TestRegressPanicAfterGrant)")
-			}
-			c := client(t)
-			if holder() != nil {
-				t.Skip("held: no grant to panic after")
-			}
-			ls.touch()
-			pn.set("after")
-			if !recovered(func() { _, _ = mus[c].TryLock(context.Background()) }) {
-				t.Fatalf("the middleware did not panic")
-			}
-			eventually(t, "after a middleware panicked on a grant", noStranger)
-		}
-		actions[""] = func(t *rapid.T) {
-			if n := len(ls.live()); n > 1 {
-				fail(t, "model: more than one live holder", n)
-			}
-			if msg := noStranger(); msg != "" {
-				fail(t, "the holder in Redis is not the model's", msg, "\n"+r.dump(prefix, ls))
-			}
-			if h := holder(); h != nil {
-				if got, want := r.m.TTL(lockKey), h.exp.Sub(r.now); got != want {
-					fail(t, "the lock's TTL differs from the model", got, want)
-				}
-			}
-			r.checkExpiries(t, prefix)
-			ls.checkLogged(t)
-			if ls.quiet() {
-				r.checkEmpty(t, prefix, "no lease live and the retention passed since the last call")
-			}
-		}
-		t.Repeat(actions)
-	})
 }

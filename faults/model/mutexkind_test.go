@@ -1,0 +1,405 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/primitives"
+)
+
+// mutexKind is a primitive with a Mutex's promise (one holder at a time,
+// by the server's clock) under test: how to make the rig and each
+// client's primitive, and how to read who holds it out of Redis.
+type mutexKind struct {
+	name string
+	rig  func(t *testing.T) *rig
+	warm func(t *testing.T, r *rig)
+	// ttls: the TTLs drawn (nil: leaseSession's, MinTTL included).
+	ttls []time.Duration
+	new  func(r *rig, c int, opts []primitives.Option) (primitives.Mutex, error)
+	// names: the names client c's primitive takes (its fences are per
+	// name).
+	names func(c int) []string
+	// held reads the tokens holding in Redis, each with the remaining TTL
+	// of every key it holds (a Mutex's lock key, a MultiLock's lock key
+	// per name, a Redlock's lock key per instance).
+	held func(r *rig, prefix string) map[string][]time.Duration
+	// width: how many keys client c's grant holds.
+	width func(r *rig, c int) int
+	// quorum: how many of them it must hold (0: all): a Redlock's holder
+	// holds on a quorum of instances; the others may have lost their
+	// data.
+	quorum int
+	// more: the kind's own actions (a Redlock's faults of one instance).
+	more func(r *rig, ls *leases, mus []primitives.Mutex, granted func(*rapid.T, int, latchkit.Lease, string)) map[string]func(*rapid.T)
+	// exactHint: a refused TryLock's wait hint is the holder's remaining
+	// TTL.
+	exactHint bool
+	// stragglers: a call may return before every server has its answer
+	// (a Redlock's, decided by a quorum, leaves the last instance's call
+	// running): the check waits for every client to settle first.
+	stragglers bool
+}
+
+func one(int) []string { return []string{"m"} }
+
+// lockKeys reads, on every server of r, the Mutex lock keys of names.
+func lockKeys(r *rig, prefix string, names ...string) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	for _, m := range r.servers() {
+		for _, n := range names {
+			k := primitives.MutexLayout.KeysOf(prefix, n)[0]
+			if v, err := m.Get(k); err == nil {
+				out[v] = append(out[v], m.TTL(k))
+			}
+		}
+	}
+	return out
+}
+
+// multiNames are the names of each client's primitive in the MultiLock
+// model: three MultiLocks over overlapping sets and a plain Mutex of the
+// name they all share, so that any two exclude each other.
+var multiNames = [][]string{{"a", "b"}, {"b", "c"}, {"a", "b", "c"}, {"b"}}
+
+var mutexKinds = []mutexKind{
+	{name: "Mutex", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmMutex) }, names: one,
+		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewMutex(r.clients[c].b, "m", o...)
+		},
+		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
+		width: func(*rig, int) int { return 1 }, exactHint: true},
+	{name: "FairMutex", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmFairMutex) }, names: one,
+		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewFairMutex(r.clients[c].b, "m", o...)
+		},
+		held: func(r *rig, p string) map[string][]time.Duration {
+			keys := primitives.FairLayout.KeysOf(p, "m")
+			out := map[string][]time.Duration{}
+			hs, _ := r.m.HKeys(keys[4])
+			for _, h := range hs {
+				if sc, err := r.m.ZScore(keys[1], h); err == nil && int64(sc) > r.now.UnixMilli() {
+					out[h] = append(out[h], time.Duration(int64(sc)-r.now.UnixMilli())*time.Millisecond)
+				}
+			}
+			return out
+		},
+		width: func(*rig, int) int { return 1 }},
+	{name: "MultiLock", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmMulti) },
+		names: func(c int) []string { return multiNames[c%len(multiNames)] },
+		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			if n := multiNames[c%len(multiNames)]; len(n) > 1 {
+				return primitives.NewMultiLock(r.clients[c].b, n, o...)
+			}
+			return primitives.NewMutex(r.clients[c].b, "b", o...)
+		},
+		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "a", "b", "c") },
+		width: func(_ *rig, c int) int { return len(multiNames[c%len(multiNames)]) }, exactHint: true},
+	{name: "Redlock", rig: func(t *testing.T) *rig { return newRigOf(t, 3) }, ttls: []time.Duration{time.Second, 10 * time.Second},
+		warm: func(t *testing.T, r *rig) {
+			for i := range r.servers() {
+				r.warmOn(t, i, warmMutex)
+			}
+		},
+		names: one,
+		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewRedlock(r.clients[c].backends(), "m", o...)
+		},
+		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
+		width: func(r *rig, _ int) int { return len(r.servers()) }, quorum: 2, exactHint: true, stragglers: true,
+		more: redlockFaults},
+}
+
+// warmFairMutex runs every FairMutex script once (see rig.warm).
+func warmFairMutex(ctx context.Context, b backend.Backend, o []primitives.Option) error {
+	mu, err := primitives.NewFairMutex(b, "w", o...)
+	if err != nil {
+		return err
+	}
+	return warmLock(ctx, mu)
+}
+
+// warmMulti runs every MultiLock and Mutex script once (see rig.warm).
+func warmMulti(ctx context.Context, b backend.Backend, o []primitives.Option) error {
+	mu, err := primitives.NewMultiLock(b, []string{"w1", "w2"}, o...)
+	if err != nil {
+		return err
+	}
+	if err := warmLock(ctx, mu); err != nil {
+		return err
+	}
+	return warmMutex(ctx, b, o)
+}
+
+// warmLock runs each call of mu once.
+func warmLock(ctx context.Context, mu primitives.Mutex) error {
+	l, err := mu.TryLock(ctx)
+	if err != nil {
+		return err
+	}
+	_, _ = mu.TryLock(ctx)
+	wctx, cancel := context.WithTimeout(ctx, shortWait)
+	_, _ = mu.Lock(wctx)
+	cancel()
+	_ = l.Extend(ctx, time.Second)
+	_, _ = l.TTL(ctx)
+	return l.Release(ctx)
+}
+
+// fencesOf is the fence l carries for each name: a MultiLease's own, else
+// its one fence for its one name.
+func fencesOf(l latchkit.Lease, names []string) map[string]int64 {
+	if ml, ok := l.(primitives.MultiLease); ok {
+		return ml.Fences()
+	}
+	return map[string]int64{names[0]: l.Fence()}
+}
+
+// TestModelMutex: each primitive with a Mutex's promise (Mutex, FairMutex,
+// MultiLock mixed with a Mutex of a name every MultiLock shares, Redlock
+// over three servers) against the model: one holder at a time by the
+// server's clock, the holder in Redis exactly the model's on every key it
+// takes, each name's fences strictly increasing.
+func TestModelMutex(t *testing.T) {
+	for _, k := range mutexKinds {
+		t.Run(k.name, func(t *testing.T) { testMutex(t, k) })
+	}
+}
+
+func testMutex(t *testing.T, k mutexKind) {
+	r := k.rig(t)
+	k.warm(t, r)
+	rapid.Check(t, func(t *rapid.T) {
+		prefix, ttl, ls, pn, opts := r.leaseSession(t)
+		if k.ttls != nil {
+			ttl = rapid.SampledFrom(k.ttls).Draw(t, "kind's ttl")
+			opts = append(opts, primitives.WithTTL(ttl))
+		}
+		var mus []primitives.Mutex
+		for c := range r.clients {
+			mu, err := k.new(r, c, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mus = append(mus, mu)
+		}
+		fences := map[string]int64{}
+		client := func(t *rapid.T) int {
+			c := r.clientDraw(t, "client")
+			ls.note(fmt.Sprint("c", c))
+			return c
+		}
+		holder := func() *mlease {
+			if l := ls.live(); len(l) > 0 {
+				return l[0]
+			}
+			return nil
+		}
+		granted := func(t *rapid.T, c int, l latchkit.Lease, what string) {
+			for n, f := range fencesOf(l, k.names(c)) {
+				if f <= fences[n] {
+					fail(t, what+": fence not above the last", n, f, fences[n])
+				}
+				fences[n] = f
+			}
+			ls.add(l, c, 1, ttl)
+		}
+		// noStranger: the keys are held by the model's holder, each for
+		// the TTL the model says, or by nobody.
+		noStranger := func() string {
+			got := k.held(r, prefix)
+			h := holder()
+			if h == nil {
+				if len(got) > 0 {
+					return fmt.Sprintf("held by %v, the model says free", got)
+				}
+				return ""
+			}
+			left := h.exp.Sub(r.now)
+			want := map[string][]time.Duration{h.l.Token(): slices.Repeat([]time.Duration{left}, k.width(r, h.c))}
+			if k.quorum > 0 && len(got) == 1 && len(got[h.l.Token()]) >= k.quorum {
+				// On a quorum, the others lost their data.
+				want[h.l.Token()] = want[h.l.Token()][:len(got[h.l.Token()])]
+			}
+			if !maps.EqualFunc(got, want, slices.Equal) {
+				return fmt.Sprintf("held by %v, the model says %v (%v)", got, want, h)
+			}
+			return ""
+		}
+		actions := ls.actions(ttl)
+		actions["TryLock"] = func(t *rapid.T) {
+			c := client(t)
+			h := holder()
+			ls.touch()
+			ctx, cancel := ctxFor(callTimeout)
+			l, err := mus[c].TryLock(ctx)
+			cancel()
+			if h != nil {
+				want(t, "TryLock of a held lock", err, "ErrNotAcquired")
+				var he *latchkit.HeldError
+				if !errors.As(err, &he) || k.exactHint && he.WaitHint != h.exp.Sub(r.now) {
+					fail(t, "TryLock: wait hint differs from the holder's TTL", err, h.exp.Sub(r.now))
+				}
+				return
+			}
+			want(t, "TryLock of a free lock", err, "nil")
+			granted(t, c, l, "TryLock")
+		}
+		actions["Lock"] = func(t *rapid.T) {
+			c := client(t)
+			h := holder()
+			ls.touch()
+			d := callTimeout
+			if h != nil {
+				d = shortWait
+			}
+			ctx, cancel := ctxFor(d)
+			l, err := mus[c].Lock(ctx)
+			cancel()
+			if h != nil {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					fail(t, "Lock of a held lock did not give up at its deadline", err)
+				}
+				return
+			}
+			want(t, "Lock of a free lock", err, "nil")
+			granted(t, c, l, "Lock")
+		}
+		actions["TryLockLostReply"] = func(t *rapid.T) {
+			c := client(t)
+			ls.touch()
+			var err error
+			var l latchkit.Lease
+			h := holder()
+			r.clients[c].lostReply(func(ctx context.Context) { l, err = mus[c].TryLock(ctx) })
+			if err == nil {
+				// The driver waited for the resend's reply: the
+				// script found its own token, a grant like any other.
+				if h != nil {
+					t.Fatalf("TryLock of a held lock whose reply was lost was granted")
+				}
+				granted(t, c, l, "TryLock answered by the resend")
+			}
+			eventually(t, "after a TryLock whose reply was lost", noStranger)
+		}
+		actions["TryLockPaused"] = func(t *rapid.T) {
+			c := client(t)
+			d := rapid.SampledFrom([]time.Duration{0, ttl, ttl + time.Millisecond}).Draw(t, "paused for")
+			var err error
+			var l latchkit.Lease
+			var took time.Duration
+			r.clients[c].paused(func(ctx context.Context) {
+				start := time.Now()
+				l, err = mus[c].TryLock(ctx)
+				took = time.Since(start)
+			}, func() { r.advance(d) })
+			ls.touch()
+			if err == nil {
+				fail(t, "TryLock of a paused client was granted", took, l.Fence(), r.dump(prefix, ls))
+			}
+			eventually(t, "after a paused TryLock", noStranger)
+		}
+		actions["PanicBefore"] = func(t *rapid.T) {
+			c := client(t)
+			pn.set("before")
+			if !recovered(func() { _, _ = mus[c].TryLock(context.Background()) }) {
+				t.Fatalf("the middleware did not panic")
+			}
+		}
+		actions["PanicAfterGrant"] = func(t *rapid.T) {
+			c := client(t)
+			if holder() != nil {
+				t.Skip("held: no grant to panic after")
+			}
+			ls.touch()
+			pn.set("after")
+			if !recovered(func() { _, _ = mus[c].TryLock(context.Background()) }) {
+				t.Fatalf("the middleware did not panic")
+			}
+			eventually(t, "after a middleware panicked on a grant", noStranger)
+		}
+		if k.more != nil {
+			maps.Copy(actions, k.more(r, ls, mus, granted))
+		}
+		actions[""] = func(t *rapid.T) {
+			if k.stragglers {
+				r.settle()
+			}
+			if n := len(ls.live()); n > 1 {
+				fail(t, "model: more than one live holder", n)
+			}
+			if msg := noStranger(); msg != "" {
+				fail(t, "the holder in Redis is not the model's", msg, "\n"+r.dump(prefix, ls))
+			}
+			r.checkExpiries(t, prefix)
+			ls.checkLogged(t)
+			if ls.quiet() {
+				r.checkEmpty(t, prefix, "no lease live and the retention passed since the last call")
+			}
+		}
+		t.Repeat(ls.traced(actions))
+	})
+}
+
+// redlockFaults are the faults of one instance of a Redlock's: an
+// instance that loses its data (restarted without persistence), as long as
+// the holder stays on a quorum (the promise holds while no more than
+// N-quorum instances lost their data at once), and a TryLock whose call to
+// one instance is held up and arrives late, while the lease it may be
+// granted is live.
+func redlockFaults(r *rig, ls *leases, mus []primitives.Mutex, granted func(*rapid.T, int, latchkit.Lease, string)) map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"InstanceLosesData": func(t *rapid.T) {
+			i := rapid.IntRange(0, len(r.servers())-1).Draw(t, "instance")
+			ls.note(fmt.Sprint("i", i))
+			r.settle()
+			for _, h := range ls.live() {
+				on := 0
+				for _, m := range r.servers() {
+					if v, err := m.Get(primitives.MutexLayout.KeysOf(ls.prefix, "m")[0]); err == nil && v == h.l.Token() {
+						on++
+					}
+				}
+				if v, _ := r.servers()[i].Get(primitives.MutexLayout.KeysOf(ls.prefix, "m")[0]); v == h.l.Token() && on <= 2 {
+					t.Skip("the holder would be left on fewer than a quorum")
+				}
+			}
+			r.servers()[i].FlushAll()
+			// A restart takes time: the instance's clock, which its fence
+			// counter starts from again, has moved on.
+			r.advance(time.Millisecond)
+		},
+		"TryLockOneInstanceLate": func(t *rapid.T) {
+			c := r.clientDraw(t, "client")
+			i := rapid.IntRange(0, len(r.servers())-1).Draw(t, "instance")
+			ls.note(fmt.Sprint("c", c, "i", i))
+			held := len(ls.live()) > 0
+			ls.touch()
+			slow := r.clients[c]
+			if i > 0 {
+				slow = slow.more[i-1]
+			}
+			slow.px.Blackhole(true)
+			ctx, cancel := ctxFor(callTimeout)
+			l, err := mus[c].TryLock(ctx)
+			cancel()
+			slow.px.Blackhole(false)
+			r.settle()
+			if held {
+				want(t, "TryLock of a held lock, one instance late", err, "ErrNotAcquired")
+				return
+			}
+			want(t, "TryLock of a free lock, one instance late", err, "nil")
+			granted(t, c, l, "TryLock, one instance late")
+		},
+	}
+}
