@@ -1,9 +1,11 @@
 // Package model_test checks each primitive against a model of it with
-// generated sequences (pgregory.net/rapid state machines, issue 28): Mutex,
-// Semaphore and FairSemaphore (mutex_test.go, semaphore_test.go), RWLock
+// generated sequences (pgregory.net/rapid state machines, issue 28), all
+// ten: Mutex, FairMutex, MultiLock and Redlock (mutexkind_test.go: one
+// holder at a time, a Redlock over three servers with faults of one
+// instance), ReentrantMutex (reentrant_test.go: levels of one owner's
+// grant), Semaphore and FairSemaphore (semaphore_test.go), RWLock
 // (rwlock_test.go), Latch (latch_test.go) and Election (election_test.go);
-// several
-// clients, each on its own driver (go-redis, rueidis, valkey-go, redigo)
+// several clients, each on its own driver (go-redis, rueidis, valkey-go, redigo)
 // behind its own fault proxy, issue random sequences of every call of a
 // primitive (each acquire form, weights, SetLimit, Extend, TTL, Release and
 // calls after Release or after expiry) with parameters drawn across their

@@ -264,7 +264,7 @@ func (ls *leases) ttl(t *rapid.T, l *mlease) {
 // checkLogged compares the lease-lost records with the model's count.
 func (ls *leases) checkLogged(t *rapid.T) {
 	if got := ls.log.n.Load(); got != ls.logged {
-		fail(t, "lease-lost records differ from the model", got, ls.logged)
+		fail(t, "lease-lost records differ from the model", got, ls.logged, "\n"+ls.r.dump(ls.prefix, ls))
 	}
 }
 
