@@ -263,6 +263,9 @@ func (c *config) heartbeat() time.Duration {
 // reach Redis, the last of those, so that the error matches
 // ErrUnavailable and names what the connection said.
 func cutShort(err, refused, unreached error) error {
+	if errors.Is(err, backend.ErrUnavailable) {
+		unreached = nil // the cut attempt's error says it (go-redis's last dial)
+	}
 	switch {
 	case refused != nil && unreached != nil:
 		return fmt.Errorf("%w (an earlier attempt: %w; a later one could not reach Redis: %w)", err, refused, unreached)

@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +28,14 @@ func TestWaitDeadlineAfterUnreachableSaysUnavailable(t *testing.T) {
 		before      []error // the attempts before the one cut short
 		unavailable bool    // the error must match ErrUnavailable and name the connection error
 		heldToo     bool    // the error must match ErrNotAcquired
+		// cutSays: the cut attempt's error names the connection error
+		// itself (go-redis's dial watch): it is not said twice.
+		cutSays bool
 	}{
-		{"unreachable", []error{refusedConn, refusedConn}, true, false},
-		{"held then unreachable", []error{held(time.Hour), refusedConn}, true, true},
-		{"unreachable then held", []error{refusedConn, held(time.Hour)}, false, true},
+		{"unreachable", []error{refusedConn, refusedConn}, true, false, false},
+		{"held then unreachable", []error{held(time.Hour), refusedConn}, true, true, false},
+		{"unreachable then held", []error{refusedConn, held(time.Hour)}, false, true, false},
+		{"unreachable, and the cut attempt says so", []error{refusedConn}, true, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -43,6 +48,9 @@ func TestWaitDeadlineAfterUnreachableSaysUnavailable(t *testing.T) {
 						return nil, c.before[n-1]
 					}
 					<-ctx.Done() // cut short by the caller's deadline
+					if c.cutSays {
+						return nil, fmt.Errorf("%w (last dial: %w)", ctx.Err(), refusedConn)
+					}
 					return nil, ctx.Err()
 				}}
 			_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), a)
@@ -52,6 +60,9 @@ func TestWaitDeadlineAfterUnreachableSaysUnavailable(t *testing.T) {
 			unavailable := errors.Is(err, backend.ErrUnavailable) && strings.Contains(err.Error(), "connection refused")
 			if unavailable != c.unavailable {
 				t.Errorf("%v: matches ErrUnavailable naming the connection error: %v, want %v", err, unavailable, c.unavailable)
+			}
+			if n := strings.Count(err.Error(), "connection refused"); n > 1 {
+				t.Errorf("%v: names the connection error %d times", err, n)
 			}
 			if errors.Is(err, latchkit.ErrNotAcquired) != c.heldToo {
 				t.Errorf("%v: matches ErrNotAcquired: %v, want %v", err, !c.heldToo, c.heldToo)
