@@ -390,14 +390,15 @@ func (d *deafBackend) Subscribe(ctx context.Context, hd backend.Handler) (backen
 // testElectionRun: two Runs share a name; the first leads and its function
 // runs; when its context is cancelled, it resigns and the second's function
 // runs at once (woken); a function returning an error while leading ends its
-// Run with that error after resigning; nil re-campaigns.
+// Run with that error after resigning (primitives' election_run_test.go
+// covers the rest of Run's contract: nil, losses, causes).
 func testElectionRun(t *testing.T, h Harness) {
 	ctx := ctxT(t, 30*time.Second)
 	var running atomic.Int32
 	var terms atomic.Int32
 	started := make(chan string, 10)
-	job := func(me string, ret error) func(context.Context) error {
-		return func(ctx context.Context) error {
+	job := func(me string, ret error) func(context.Context, latchkit.Lease) error {
+		return func(ctx context.Context, _ latchkit.Lease) error {
 			if n := running.Add(1); n > 1 {
 				t.Errorf("%d Run functions at once", n)
 			}

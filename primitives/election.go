@@ -48,19 +48,40 @@ type Election interface {
 	// A consumer more than a thousand changes behind skips to the current
 	// leader the same way.
 	Observe(ctx context.Context) <-chan LeaderInfo
-	// Run campaigns with value, calls fn with a context that ends when
-	// leadership is lost (or ctx ends), resigns when fn returns, and
-	// campaigns again, until ctx ends; it then returns ctx's error. When fn
-	// returns an error while still leading, Run resigns and returns it. A
-	// campaign that fails for good ends Run with its error: bad input, a
+	// Run campaigns with value and, once it leads, calls fn with the
+	// leadership lease (its Fence is the leader's fencing token for fn's
+	// writes) and a context, derived from ctx and the lease's Context,
+	// that ends when the term ends; context.Cause of that context says
+	// why: an error matching latchkit.ErrLeaseLost when leadership was
+	// lost (expired, taken, or found gone by a renewal), ctx's own cause
+	// when ctx ended. fn must return once its context ends.
+	//
+	// How the term ends decides what Run does next, once fn has returned
+	// and Run has resigned (the next campaigner takes over at once):
+	//   - fn returned while leading: the work is done. Run returns nil
+	//     when fn returned nil, and fn's error (wrapped) otherwise. Run
+	//     never leads twice for a fn that returns by choice, so a fn that
+	//     returns at once is one term, not a loop. (fn may resign early
+	//     with leader.Release; its context then ends, with a cause that is
+	//     not ErrLeaseLost, and the term counts as ended by choice.)
+	//   - leadership was lost by the time fn returned: the term ended not
+	//     by choice, so whatever fn returned, Run campaigns again, after a
+	//     pause that grows with each lost term in a row (the retry
+	//     policy's back-off, WithRetry, at least 10ms; reset by a term
+	//     that lasted the TTL), so that a leadership lost as soon as it is
+	//     granted cannot spin.
+	//   - ctx ended (this comes first): Run returns an error matching
+	//     ctx.Err() and context.Cause(ctx) (and fn's error, if fn returned
+	//     another one).
+	//     While campaigning or pausing, Run returns at once.
+	//
+	// A campaign that fails for good ends Run with its error: bad input, a
 	// closed client, or a refusal of the server that retrying cannot
 	// change (an error reply such as NOPERM: an ACL without the script
 	// commands or the keys; errors.As finds the *backend.ReplyError). Any
 	// other failure (Redis unreachable, a grant the replicas did not
-	// acknowledge, a reply that passes: BUSY, OOM, MISCONF) is retried. fn should return only when its term's work is done:
-	// returning nil at once makes Run resign and campaign again at once
-	// (behind any campaigner already waiting, which takes over first).
-	Run(ctx context.Context, value string, fn func(ctx context.Context) error) error
+	// acknowledge, a reply that passes: BUSY, OOM, MISCONF) is retried.
+	Run(ctx context.Context, value string, fn func(ctx context.Context, leader latchkit.Lease) error) error
 }
 
 // LeaderInfo is who leads an Election: the value it campaigned with and the
@@ -472,13 +493,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Context) error) error {
-	policy := e.cfg.retry()
+func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Context, leader latchkit.Lease) error) error {
+	policy := e.cfg.retry()    // between failed campaigns; reset by a grant
+	lostPause := e.cfg.retry() // between lost terms; reset by a term that lasted the TTL
 	for {
 		lead, err := e.Campaign(ctx, value)
 		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
+			if ctx.Err() != nil {
+				return e.runEnded(ctx, nil)
 			}
 			if refusedForGood(err) {
 				return err
@@ -487,27 +509,85 @@ func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Co
 			// replicas did not acknowledge, a retry policy that gave
 			// up): campaign again.
 			if sleepCtx(ctx, nextPause(policy)) != nil {
-				return ctx.Err()
+				return e.runEnded(ctx, nil)
 			}
 			continue
 		}
 		policy.Reset()
-		lctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(lead.Context(), cancel)
-		ferr := fn(lctx)
-		stop()
-		lost := lead.Context().Err() != nil
-		cancel()
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ttl)
-		_ = lead.Release(rctx) // a lost lease reports ErrLeaseLost; a failed release ends at its TTL
-		rcancel()
+		began := time.Now()
+		ferr, lost := e.term(ctx, lead, fn)
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
-		case ferr != nil && !lost:
+			return e.runEnded(ctx, ferr)
+		case !lost && ferr != nil:
 			return fmt.Errorf("latchkit: run election %q: %w", e.name, ferr)
+		case !lost:
+			return nil
+		}
+		if time.Since(began) >= e.cfg.ttl {
+			lostPause.Reset()
+		}
+		if sleepCtx(ctx, max(nextPause(lostPause), minRelead)) != nil {
+			return e.runEnded(ctx, nil)
 		}
 	}
+}
+
+// minRelead is the shortest pause of Run between a lost term and the next
+// campaign, whatever the retry policy.
+const minRelead = 10 * time.Millisecond
+
+// errTermOver is the cause of fn's context once fn has returned.
+var errTermOver = errors.New("latchkit: election term over: fn returned")
+
+// term runs one term of Run: fn under a context that ends, with a cause
+// saying why, when leadership is lost or ctx ends; then it resigns. It
+// returns fn's error and whether leadership was lost by the time fn
+// returned.
+func (e *election) term(ctx context.Context, lead latchkit.Lease, fn func(context.Context, latchkit.Lease) error) (ferr error, lost bool) {
+	fctx, cancel := context.WithCancelCause(ctx) // ends with ctx's cause when ctx ends
+	lctx := lead.Context()
+	ended := func() { cancel(e.termCause(lctx)) }
+	stop := context.AfterFunc(lctx, ended)
+	if lctx.Err() != nil {
+		ended() // lost already: fn's context is done from the start
+	}
+	defer func() { // also when fn panics: resign before the panic goes on
+		stop()
+		lost = lctx.Err() != nil && errors.Is(context.Cause(lctx), latchkit.ErrLeaseLost)
+		cancel(errTermOver)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ttl)
+		_ = lead.Release(rctx) // a lost or resigned lease reports ErrLeaseLost; a failed release ends at its TTL
+		rcancel()
+	}()
+	return fn(fctx, lead), false
+}
+
+// termCause is the cause of fn's context when the lease's context lctx
+// ended: a loss (matching latchkit.ErrLeaseLost), or fn's own Release.
+func (e *election) termCause(lctx context.Context) error {
+	cause := context.Cause(lctx)
+	if errors.Is(cause, latchkit.ErrLeaseLost) {
+		return fmt.Errorf("latchkit: election %q: leadership lost: %w", e.name, cause)
+	}
+	return fmt.Errorf("latchkit: election %q: leadership ended: %w", e.name, cause)
+}
+
+// runEnded is Run's error once ctx has ended: it matches ctx.Err() and
+// ctx's cause, and ferr, fn's error, when that is something else.
+func (e *election) runEnded(ctx context.Context, ferr error) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause != nil && !errors.Is(err, cause) {
+		if errors.Is(cause, err) {
+			err = cause
+		} else {
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+	}
+	if ferr != nil && !errors.Is(err, ferr) && !errors.Is(ferr, err) && !errors.Is(ferr, cause) {
+		return fmt.Errorf("latchkit: run election %q: %w (and fn returned: %w)", e.name, err, ferr)
+	}
+	return fmt.Errorf("latchkit: run election %q: %w", e.name, err)
 }
 
 // refusedForGood reports whether err is a failure that trying again cannot

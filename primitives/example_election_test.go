@@ -63,20 +63,26 @@ func ExampleNewElection() {
 func ExampleElection_Run() {
 	client, stop := exampleRedis()
 	defer stop()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background() // cancel it to stop campaigning (Run resigns)
 
 	el, _ := primitives.NewElection(goredis.New(client), "nightly-export")
-	err := el.Run(ctx, "pod-7", func(ctx context.Context) error {
-		// Runs while this replica leads; ctx ends if leadership is lost.
-		fmt.Println("leading")
-		cancel() // (for the example: stop after one term)
-		<-ctx.Done()
-		return nil
+	err := el.Run(ctx, "pod-7", func(ctx context.Context, leader latchkit.Lease) error {
+		// Runs while pod-7 leads. ctx ends if leadership is lost
+		// (context.Cause(ctx) matches latchkit.ErrLeaseLost: Run waits for
+		// fn, then campaigns again) or if Run's ctx ends. Stamp the
+		// leader's writes with leader.Fence(), so that a store keeping the
+		// highest fence it has seen refuses a deposed leader's late writes.
+		info, _ := el.Leader(ctx)
+		fmt.Println("leader:", info.Value, "same fence:", info.Fence == leader.Fence())
+		return nil // the work is done: Run resigns and returns nil
 	})
-	fmt.Println(errors.Is(err, context.Canceled))
+	fmt.Println("run:", err)
+	_, err = el.Leader(ctx)
+	fmt.Println("resigned:", errors.Is(err, primitives.ErrNoLeader))
 	// Output:
-	// leading
-	// true
+	// leader: pod-7 same fence: true
+	// run: <nil>
+	// resigned: true
 }
 
 func ExampleSemaphore_AcquireN() {
