@@ -283,8 +283,13 @@ func cutShort(err, refused, unreached error) error {
 // counts as granted), or a grant was not acknowledged by enough replicas
 // (WithReplicaAck: a replica may acknowledge the next one, as it does once
 // it has caught up or the machine is less busy; like an unreachable Redis,
-// a master without replicas holds a Lock up until its context ends).
+// a master without replicas holds a Lock up until its context ends),
+// unless passing that grant on had an unknown outcome (errPassUnsure, see
+// acked): the pass may still free what the same token is granted next.
 func retryable(err error, held bool) bool {
+	if errors.Is(err, errPassUnsure) {
+		return false
+	}
 	return held || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, ErrNotReplicated)
 }
 
@@ -514,6 +519,16 @@ func heldErr(hint int64, holder string) *latchkit.HeldError {
 // copy of its attempt is refused. A waiting acquisition whose grant
 // WithReplicaAck refused goes on with the same token: its next attempt
 // must not be taken for a late copy.
+//
+// It goes on only once the pass's outcome is known. A pass is keyed by
+// the token alone: one that may still run (in flight to a server that
+// did not answer, or retried in the background by lease.release) would
+// free whatever the token holds when it lands, a later grant of the same
+// acquisition too, which the caller would then hold a lease on while
+// Redis holds nothing (or another client holds the primitive). So a pass
+// of unknown outcome ends the acquisition (errPassUnsure, see acked),
+// and the token is given back (giveUp): nothing the token could be
+// granted after that is handed to the caller.
 type passer interface {
 	pass(ctx context.Context, token string) (held bool, err error)
 }
@@ -544,13 +559,23 @@ func (c *config) evalAcquire(ctx context.Context, b backend.Backend, s *backend.
 	return b.(backend.ReplicaAcker).EvalAck(ctx, s, keys, args, c.ackReplicas, c.ackTimeout) // checked by newConfig
 }
 
+// errPassUnsure marks the error of an attempt whose grant, refused by
+// WithReplicaAck, could not be passed on for sure (see passer): the
+// acquisition ends with it rather than try again with the same token.
+var errPassUnsure = errors.New("passing the grant on failed with an unknown outcome (it may still free the token's next grant), so the acquisition ends")
+
 // acked passes on the outcome of an attempt (l, err) whose script reached
 // acks replicas; with WithReplicaAck, a grant that reached too few is
-// released and turned into ErrNotReplicated. The release has the
-// give-back's budget, past the caller's deadline too: one that fails
-// leaves the attempt's outcome unknown, and what it may still hold is
-// given back when the acquisition ends (giveUp), or taken again by the
-// next attempt, which finds its own token.
+// passed on (released) and turned into ErrNotReplicated. The pass has the
+// give-back's budget, past the caller's deadline too. One that fails with
+// a known outcome (an error reply: it ran, or will never run) leaves the
+// grant to the next attempt, which finds its own token, or to the
+// give-back when the acquisition ends (giveUp). One whose outcome is
+// unknown (Redis unreachable, or no reply within the budget) may still
+// land, after a later grant of the same token too: the error then also
+// matches errPassUnsure, which ends the acquisition (see retryable), and
+// the pass's cause, as ErrUnavailable (a pass its own budget cut short
+// does not match the context errors: the caller's context was live).
 func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks int) (latchkit.Lease, error) {
 	if err != nil || c.ackReplicas == 0 || acks >= c.ackReplicas {
 		return l, err
@@ -558,8 +583,19 @@ func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks in
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
-	if rerr := passOn(rctx, l); rerr != nil {
-		return nil, fmt.Errorf("%w; releasing the grant failed too (it expires with its TTL): %w", err, rerr)
+	rerr := passOn(rctx, l)
+	if oe, ok := rerr.(*latchkit.OpError); ok {
+		rerr = oe.Err // the lease's "release": the caller's op is the acquisition's
 	}
-	return nil, fmt.Errorf("%w; the grant was released", err)
+	switch {
+	case rerr == nil:
+		return nil, fmt.Errorf("%w; the grant was released", err)
+	case unknownOutcome(rerr):
+		if errors.Is(rerr, context.DeadlineExceeded) || errors.Is(rerr, context.Canceled) {
+			// The pass's own budget (rctx), not the caller's context.
+			rerr = &backend.Error{Class: backend.ErrUnavailable, Cause: fmt.Errorf("no reply within %v: %v", giveBackTimeout, rerr)}
+		}
+		return nil, fmt.Errorf("%w; %w: %w", err, errPassUnsure, rerr)
+	}
+	return nil, fmt.Errorf("%w; releasing the grant failed too (it expires with its TTL): %w", err, rerr)
 }

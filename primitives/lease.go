@@ -328,6 +328,10 @@ func (l *lease) release(ctx context.Context, rel func(context.Context, string) (
 		// that the primitive is not left taken for the TTL by a lease
 		// nobody holds. Left unreleased (refused, or the window spent), it
 		// expires with its TTL; its Context ends then (its timer is armed).
+		// rel may be a holder's pass (passOn, for a grant WithReplicaAck
+		// refused): keyed by the token alone, its retry frees whatever the
+		// token holds when it lands, so the acquisition that passed hands
+		// the caller nothing the token is granted afterwards (see passer).
 		l.mu.Lock()
 		l.autoExtend = false
 		window := min(l.ttl+time.Second, maxGiveBackWindow)
