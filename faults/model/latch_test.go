@@ -34,12 +34,31 @@ func warmLatch(ctx context.Context, b backend.Backend, o []primitives.Option) er
 // TestModelLatch: a Latch against its model: a count set by TrySetCount
 // when open, lowered once per CountDown call (never below zero), the key
 // living the retention after each change, a minute after the count-down
-// that reached zero, by the server's clock. Faults: a CountDown or
-// TrySetCount whose reply was lost (the server ran it, the proxy runs the
-// same bytes again later: the copy changes nothing), a copy of a
-// count-down arriving after the latch was re-armed (it must not count in
-// the new round), a paused call arriving late (it counts once, where it
-// lands), a Wait whose middleware panics.
+// that reached zero, by the server's clock. The count in Redis is compared
+// with the model's after every step. Faults:
+//
+//   - a CountDown or TrySetCount whose reply was lost and whose caller gave
+//     up (the server ran it once: lostReply's copy, 60 ms later, is not
+//     sent, as every driver drops its connection when the call's context
+//     ends first);
+//   - a copy the driver sends (go-redis after a read timeout): the proxy
+//     runs the call twice, the caller sees the second reply and returns
+//     nil; the copy must change nothing (CountDownResent);
+//   - a reply lost with the connection reset after the server ran the
+//     call: the latch tries again with the same id on a new connection and
+//     returns nil; the retry must change nothing: a CountDown counts once,
+//     a TrySetCount reports the true of its first try (*Retried);
+//   - the same retry held back by a partition until another client
+//     re-armed the latch (and time passed): a count-down that counted in
+//     the round it closed must not count again in the next one, while one
+//     whose first try found the latch open counts once, in the new round
+//     (CountDownRetriedLate);
+//   - a paused call arriving late (it counts once, where it lands);
+//   - a Wait whose middleware panics.
+//
+// The actions whose retry meets the id check are drawn three times as
+// often as the others (see the weights below), so that the fast lane's
+// few short sequences reach them on a set latch.
 func TestModelLatch(t *testing.T) {
 	r := newRig(t)
 	r.warm(t, warmLatch)
@@ -193,44 +212,83 @@ func TestModelLatch(t *testing.T) {
 			if !r.clients[c].lostReply(func(ctx context.Context) { err = lts[c].CountDown(ctx) }) {
 				fail(t, "CountDown with a lost reply made no round trip", err)
 			}
+			down() // it ran once (the caller gave up; the copy is not sent)
+		}
+		// CountDownResent: go-redis's resend after a read timeout. The
+		// proxy runs the count-down, drops the reply and runs the same
+		// bytes again d later, within the call's deadline: the caller
+		// sees the copy's reply and returns nil.
+		actions["CountDownResent"] = func(t *rapid.T) {
+			c := client(t)
+			d := time.Millisecond * time.Duration(rapid.IntRange(0, 15).Draw(t, "copy after ms"))
+			missed, err := r.clients[c].resendWithin(d, func(ctx context.Context) error { return lts[c].CountDown(ctx) })
+			if missed != "" {
+				fail(t, missed, err)
+			}
+			want(t, "CountDown run twice", err, "nil")
 			down() // once, though the server ran it twice
 		}
-		// CountDownLateCopy: a count-down that reached zero, whose copy
-		// (the driver's resend) arrives after another client re-armed the
-		// latch: the copy must not count in the new round.
-		actions["CountDownLateCopy"] = func(t *rapid.T) {
-			if cur() != 1 {
-				t.Skip("not one count-down from zero")
+		// retried runs call (a CountDown or TrySetCount of client c) as
+		// client.retryAfterReset does, failing t when the fault did not
+		// happen.
+		retried := func(t *rapid.T, c int, call func(ctx context.Context) error, hold func()) error {
+			missed, err := r.clients[c].retryAfterReset(lts[c], call, hold)
+			if missed != "" {
+				fail(t, missed, err)
 			}
-			c, o := client(t), r.clientDraw(t, "re-arming client")
-			n := rapid.Int64Range(1, 3).Draw(t, "new count")
-			lag := time.Millisecond * time.Duration(rapid.Int64Range(0, int64(markerTTL/time.Millisecond)-1).Draw(t, "server ms before the copy"))
-			rs := r.clients[c].px.ResendNext(scripts, 150*time.Millisecond)
-			ctx, cancel := ctxFor(faultTimeout)
-			_ = lts[c].CountDown(ctx)
-			cancel()
-			select {
-			case <-rs.Executed():
-			case <-time.After(time.Second):
-				r.clients[c].px.ResendNext(func([]string) bool { return false }, 0)
-				fail(t, "CountDown with a lost reply made no round trip")
-			}
-			down()
-			ctx, cancel = ctxFor(callTimeout)
-			ok, err := lts[o].TrySetCount(ctx, n)
-			cancel()
-			want(t, "TrySetCount after the count-down to zero", err, "nil")
+			return err
+		}
+		actions["CountDownRetried"] = func(t *rapid.T) {
+			c := client(t)
+			err := retried(t, c, func(ctx context.Context) error { return lts[c].CountDown(ctx) }, nil)
+			want(t, "CountDown retried after a reset", err, "nil")
+			down() // once, though the server ran it twice
+		}
+		actions["TrySetCountRetried"] = func(t *rapid.T) {
+			c := client(t)
+			n := rapid.Int64Range(1, 3).Draw(t, "count")
+			var ok bool
+			err := retried(t, c, func(ctx context.Context) (err error) { ok, err = lts[c].TrySetCount(ctx, n); return err }, nil)
+			want(t, "TrySetCount retried after a reset", err, "nil")
 			if exp := set(n); ok != exp {
-				fail(t, "TrySetCount after the count-down to zero differs from the model", ok, exp)
+				fail(t, "TrySetCount retried after a reset differs from the model", ok, exp)
 			}
-			r.advance(lag)
-			select {
-			case <-rs.Done():
-			case <-time.After(2 * time.Second):
+		}
+		// CountDownRetriedLate: the retry of a count-down whose reply was
+		// lost is held back (c partitioned) while another client re-arms
+		// the latch and time passes. When the first try counted (the
+		// latch was set), the retry must change nothing, in the round the
+		// first try closed or in the next one (its id is kept for a minute
+		// across the re-arm, and for the whole round); when the first try
+		// found the latch open, the call counts once, in the new round.
+		actions["CountDownRetriedLate"] = func(t *rapid.T) {
+			c := client(t)
+			o := (c + 1 + rapid.IntRange(0, len(r.clients)-2).Draw(t, "re-arming client offset")) % len(r.clients)
+			n := rapid.Int64Range(1, 3).Draw(t, "new count")
+			lag := advanceDraw(t, markerTTL, []time.Duration{retention})
+			counted := cur() > 0 // what the first try finds
+			var (
+				ok, okWant bool
+				serr       error
+			)
+			err := retried(t, c, func(ctx context.Context) error { return lts[c].CountDown(ctx) }, func() {
+				if counted {
+					down()
+				}
+				ctx, cancel := ctxFor(callTimeout)
+				ok, serr = lts[o].TrySetCount(ctx, n)
+				cancel()
+				okWant = set(n)
+				r.advance(lag)
+			})
+			want(t, "TrySetCount while a count-down's retry is held", serr, "nil")
+			if ok != okWant {
+				fail(t, "TrySetCount while a count-down's retry is held differs from the model", ok, okWant)
 			}
-			r.clients[c].quiesce()
-			// The copy changed nothing: the check after the step compares
-			// the count.
+			want(t, "CountDown retried late", err, "nil")
+			if !counted {
+				down() // the retry is the call's only count-down
+			}
 		}
 		actions["CountDownPaused"] = func(t *rapid.T) {
 			c := client(t)
@@ -273,6 +331,120 @@ func TestModelLatch(t *testing.T) {
 			}
 			r.checkExpiries(t, prefix)
 		}
+		// The retried calls meet the id check: weigh them three to one.
+		for _, name := range []string{"CountDownResent", "CountDownRetried", "CountDownRetriedLate", "TrySetCountRetried"} {
+			for i := 2; i <= 3; i++ {
+				actions[fmt.Sprintf("%s#%d", name, i)] = actions[name]
+			}
+		}
 		t.Repeat(actions)
 	})
+}
+
+// disarmResend cancels a resend that found no command.
+func (c *client) disarmResend() { c.px.ResendNext(func([]string) bool { return false }, 0) }
+
+// resendWithin runs call (a CountDown or TrySetCount) on c as go-redis does
+// after a read timeout: the proxy runs its script, drops the reply and
+// runs the same bytes again d later, within the call's deadline, so the
+// caller sees the copy's reply. It returns why the fault did not happen as
+// meant ("" when it did) and the call's error.
+func (c *client) resendWithin(d time.Duration, call func(ctx context.Context) error) (missed string, err error) {
+	rs := c.px.ResendNext(scripts, d)
+	ctx, cancel := ctxFor(callTimeout)
+	err = call(ctx)
+	cancel()
+	select {
+	case <-rs.Done():
+	case <-time.After(time.Second):
+		c.disarmResend()
+		missed = "the copy of a call did not run"
+	}
+	c.quiesce()
+	return missed, err
+}
+
+// retryAfterReset runs call (a CountDown or TrySetCount of latch l on c)
+// with the reply of its first try dropped and c's connections reset once
+// the server ran it: the latch tries again, with the same id, on a new
+// connection (the reset is ErrUnavailable), and the call returns what
+// that try answered. (The proxy would run the call again only after a
+// minute; the reset ends its connection first.) With hold, c's traffic is
+// held from the reset until hold returned (a partition), so that the
+// retry reaches the server after what hold did: hold must not use c. Then
+// it settles c (settleLatch). It returns why the fault did not happen as
+// meant ("" when it did: the first try ran on the server and the call
+// tried again) and the call's error.
+func (c *client) retryAfterReset(l primitives.Latch, call func(ctx context.Context) error, hold func()) (missed string, err error) {
+	before := c.b.started.Load()
+	rs := c.px.ResendNext(scripts, time.Minute)
+	ctx, cancel := ctxFor(callTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	select {
+	case <-rs.Executed():
+	case err := <-done:
+		c.disarmResend()
+		return "a retried call returned before its script ran", err
+	case <-time.After(time.Second):
+		c.disarmResend()
+		cancel()
+		return "a retried call made no round trip", <-done
+	}
+	if hold != nil {
+		c.px.Blackhole(true)
+	}
+	c.px.ResetAll()
+	if hold != nil {
+		hold()
+		c.px.Blackhole(false)
+	}
+	err = <-done
+	c.quiesce()
+	if c.b.started.Load()-before < 2 {
+		return "a call whose connection was reset did not try again", err
+	}
+	if serr := settleLatch(l); serr != nil {
+		return "a client whose connections were reset cannot read the count", serr
+	}
+	return "", err
+}
+
+// settleLatch reads l's count 8 times at once, in rounds, until two rounds
+// in a row succeed (at most 10 rounds): after a reset, a driver finds each
+// of its dead connections on its next use of it (redigo's idle ones, which
+// it does not check; rueidis's and valkey-go's wires), and Count, which
+// does not try again, fails there with ErrUnavailable, as documented.
+// Reads one at a time would take the same connection each time (redigo's
+// idle list is last in, first out) and leave the dead ones below it for a
+// later step. It returns an error that is not ErrUnavailable, or the last
+// one when the reads did not settle.
+func settleLatch(l primitives.Latch) error {
+	var last error
+	for rounds, clean := 0, 0; clean < 2; rounds++ {
+		if rounds == 10 {
+			return last
+		}
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() {
+				ctx, cancel := ctxFor(callTimeout)
+				defer cancel()
+				_, err := l.Count(ctx)
+				errs <- err
+			}()
+		}
+		clean++
+		for range cap(errs) {
+			switch err := <-errs; {
+			case err == nil:
+			case errors.Is(err, backend.ErrUnavailable):
+				last, clean = err, 0
+			default:
+				return err
+			}
+		}
+	}
+	return nil
 }
