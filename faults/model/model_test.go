@@ -499,15 +499,18 @@ const (
 var scripts = faultproxy.Command("EVALSHA")
 
 // lostReply runs call with the reply of its first script lost: the proxy
-// runs the script, drops the reply and runs the same bytes again
-// resendDelay later, forwarding only the second reply, by which time the
-// call (bounded by faultTimeout) has given up. It reports whether a script
-// ran (a call that made no round trip leaves the proxy disarmed).
+// runs the script, drops the reply with the connection, and sends the same
+// bytes again resendDelay later on a connection of its own (a late copy,
+// faultproxy.LateCopyNext), by which time the call (bounded by
+// faultTimeout) has given up and whatever it does on giving up (a
+// give-back, a retry in the background) has begun. It returns once the
+// copy ran. It reports whether a script ran (a call that made no round
+// trip leaves the proxy disarmed).
 func (c *client) lostReply(call func(ctx context.Context)) (ran bool) {
 	cs := append([]*client{c}, c.more...)
 	var rs []*faultproxy.Resend
 	for _, cc := range cs {
-		rs = append(rs, cc.px.ResendNext(scripts, resendDelay))
+		rs = append(rs, cc.px.LateCopyNext(scripts, resendDelay))
 	}
 	ctx, cancel := ctxFor(faultTimeout)
 	call(ctx)
@@ -526,18 +529,20 @@ func (c *client) lostReply(call func(ctx context.Context)) (ran bool) {
 		c.quiesce()
 		return false
 	}
+	copied := 0
 	for i, r := range rs {
 		if !ranOn[i] {
 			continue
 		}
 		select {
 		case <-r.Done():
-		case <-time.After(resendDelay + 200*time.Millisecond): // its connection ended first
+			copied++
+		case <-time.After(resendDelay + 2*time.Second):
 		}
 	}
 	c.quiesce()
 	if debug {
-		fmt.Printf("resend on %s: %q\n", c.name, rs[0].Args())
+		fmt.Printf("late copy on %s (%d of %d ran): %q\n", c.name, copied, len(rs), rs[0].Args())
 	}
 	return true
 }

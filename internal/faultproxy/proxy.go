@@ -251,6 +251,11 @@ func (p *Proxy) replies(l *link) {
 				}
 				// The first reply of r's command was dropped: run it again.
 				close(r.executed)
+				if r.detached {
+					p.wg.Add(1)
+					go p.lateCopy(r)
+					return // the link is reset: the client never gets a reply
+				}
 				t := time.NewTimer(r.delay)
 				select {
 				case <-t.C:
@@ -272,6 +277,41 @@ func (p *Proxy) replies(l *link) {
 			if len(pending) == 0 {
 				pending = pending[:0:0]
 			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lateCopy sends r's command to the server delay after its first run, on
+// a connection of its own, and reads its reply (see LateCopyNext).
+func (p *Proxy) lateCopy(r *Resend) {
+	defer p.wg.Done()
+	t := time.NewTimer(r.delay)
+	select {
+	case <-t.C:
+	case <-p.done:
+		t.Stop()
+		return
+	}
+	c, err := net.DialTimeout("tcp", p.target, time.Second)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(r.cmd); err != nil {
+		return
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if m, _, perr := parseReply(got); perr != nil || m > 0 {
+			close(r.done)
+			return
 		}
 		if err != nil {
 			return

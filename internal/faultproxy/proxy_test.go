@@ -112,6 +112,33 @@ func TestResendIncr(t *testing.T) {
 	}
 }
 
+// A late copy of an INCR: the client's call fails (its connection reset,
+// no reply), and the copy runs after the client gave up, on a connection
+// of the proxy's own: the server has 2.
+func TestLateCopyIncr(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := Start(t, srv.Addr)
+	c := newGoRedis(t, p.Addr, 2)
+	r := p.LateCopyNext(Command("incr"), 100*time.Millisecond)
+	if _, err := c.Incr(ctx, "late").Result(); err == nil {
+		t.Fatal("INCR whose reply was dropped succeeded")
+	}
+	waitClosed(t, "Executed", r.Executed())
+	if v, _ := srv.Do(ctx, "GET", "late"); v != "1" {
+		t.Errorf("before the copy: server has %v, want 1", v)
+	}
+	waitClosed(t, "Done", r.Done())
+	if v, err := srv.Do(ctx, "GET", "late"); err != nil || v != "2" {
+		t.Errorf("after the copy: server has %v, %v; want 2", v, err)
+	}
+	// Disarmed: the next INCR runs once, on a fresh connection.
+	if got, err := c.Incr(ctx, "late").Result(); err != nil || got != 3 {
+		t.Errorf("next INCR: %d, %v; want 3", got, err)
+	}
+}
+
 // A pipeline of commands in one write: the one chosen in the middle runs
 // twice, and the replies reach the client in order.
 func TestResendInPipeline(t *testing.T) {

@@ -13,6 +13,8 @@ type Resend struct {
 	cmd      []byte
 	executed chan struct{}
 	done     chan struct{}
+	// detached: the copy goes on a connection of its own (LateCopyNext).
+	detached bool
 }
 
 // Executed is closed once the server ran the command the first time and
@@ -67,5 +69,20 @@ func (p *Proxy) ResendNext(match func(args []string) bool, delay time.Duration) 
 	p.mu.Lock()
 	p.armed = r
 	p.mu.Unlock()
+	return r
+}
+
+// LateCopyNext arms the proxy for one late copy: the next command a client
+// sends for which match returns true (as ResendNext) is forwarded, the
+// server's reply is dropped and the client's connection reset (the server
+// ran the command; the client never learns), and delay later the same
+// bytes are sent to the server once more on a connection of the proxy's
+// own, which the client's giving up does not end: a copy of the command
+// that arrives after its caller gave up, as one held in the network, or
+// resent by a driver, does. Executed is closed once the first run's reply
+// was dropped, Done once the copy's reply was read (and discarded).
+func (p *Proxy) LateCopyNext(match func(args []string) bool, delay time.Duration) *Resend {
+	r := p.ResendNext(match, delay)
+	r.detached = true
 	return r
 }
