@@ -12,7 +12,8 @@
 // range, edges included, while the server's clock moves only when an
 // action says "time passes d". Faults are actions too: a reply lost after
 // the server ran the call (the proxy runs it and drops the reply; the
-// caller gives up, and retries a Release), a client paused while its call
+// caller gives up, and retries a Release) and whose copy reaches the
+// server again after the caller gave up, a client paused while its call
 // times out and then resumed (its request reaches the server late, after
 // the caller gave up), and a user middleware that panics (before or after
 // the attempt) and is recovered by the caller.
