@@ -3,7 +3,6 @@ package primitives_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -20,20 +19,9 @@ import (
 	"github.com/latchkit/latchkit/backend/redigo"
 	"github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
-
-// deadAddr is a loopback address nobody listens on: a listener's, closed.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // deadRESP makes a client of a RESP-family driver (rueidis, valkey-go),
 // which refuse to create a client for an address that does not answer,
@@ -77,32 +65,32 @@ func TestLockDeadlineAgainstDeadRedisSaysUnavailable(t *testing.T) {
 		mk       func(t *testing.T) backend.Backend
 	}{
 		{"goredis", 3 * time.Second, func(t *testing.T) backend.Backend {
-			c := redis.NewClient(&redis.Options{Addr: deadAddr(t)})
+			c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t)})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
 		}},
 		{"goredis ContextTimeoutEnabled", 3 * time.Second, func(t *testing.T) backend.Backend {
-			c := redis.NewClient(&redis.Options{Addr: deadAddr(t), ContextTimeoutEnabled: true})
+			c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
 		}},
 		{"goredis 300ms", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
-			c := redis.NewClient(&redis.Options{Addr: deadAddr(t)})
+			c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t)})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
 		}},
 		{"goredis ContextTimeoutEnabled 300ms", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
-			c := redis.NewClient(&redis.Options{Addr: deadAddr(t), ContextTimeoutEnabled: true})
+			c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
 		}},
 		{"goredis fail fast", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
-			c := redis.NewClient(&redis.Options{Addr: deadAddr(t), DialerRetries: 1, MaxRetries: -1})
+			c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t), DialerRetries: 1, MaxRetries: -1})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
 		}},
 		{"goredis fail fast ContextTimeoutEnabled", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
-			c := redis.NewClient(&redis.Options{Addr: deadAddr(t), DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
+			c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t), DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			return goredis.New(c)
 		}},
@@ -117,7 +105,7 @@ func TestLockDeadlineAgainstDeadRedisSaysUnavailable(t *testing.T) {
 			}))
 		}},
 		{"redigo", 300 * time.Millisecond, func(t *testing.T) backend.Backend {
-			addr := deadAddr(t)
+			addr := redistest.DeadAddr(t)
 			p := &redigolib.Pool{Dial: func() (redigolib.Conn, error) { return redigolib.Dial("tcp", addr) }}
 			t.Cleanup(func() { p.Close() })
 			return redigo.New(p)

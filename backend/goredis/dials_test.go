@@ -14,19 +14,8 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/redistest"
 )
-
-// deadAddr is a loopback address nobody listens on: a listener's, closed.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // silentAddr is the address of a listener that accepts connections and
 // never answers (a hung server): dials succeed, commands wait. The
@@ -123,7 +112,7 @@ func TestCutShortAgainstDeadAddrSaysUnavailable(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					c := k.make(deadAddr(t), cte)
+					c := k.make(redistest.DeadAddr(t), cte)
 					defer c.Close()
 					b := goredis.New(c)
 					ctx, cancel := context.WithTimeout(context.Background(), k.deadline)
@@ -192,7 +181,7 @@ func (h *buildCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // a *redis.Ring or a wrapper.
 func TestNewHooksOnce(t *testing.T) {
 	t.Run("Client", func(t *testing.T) {
-		c := redis.NewClient(&redis.Options{Addr: deadAddr(t)})
+		c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t)})
 		defer c.Close()
 		h := new(buildCounter)
 		c.AddHook(h)
@@ -207,7 +196,7 @@ func TestNewHooksOnce(t *testing.T) {
 		}
 	})
 	t.Run("ClusterClient", func(t *testing.T) {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{deadAddr(t)}})
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{redistest.DeadAddr(t)}})
 		defer cc.Close()
 		var mu sync.Mutex
 		var nodes []*buildCounter
@@ -238,9 +227,9 @@ func TestNewHooksOnce(t *testing.T) {
 		}
 	})
 	t.Run("Ring and wrapper", func(t *testing.T) {
-		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": deadAddr(t)}})
+		r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": redistest.DeadAddr(t)}})
 		defer r.Close()
-		c := redis.NewClient(&redis.Options{Addr: deadAddr(t)})
+		c := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t)})
 		defer c.Close()
 		for name, u := range map[string]redis.UniversalClient{"Ring": r, "wrapper": wrapped{c}} {
 			h := new(buildCounter)

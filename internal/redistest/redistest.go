@@ -63,6 +63,13 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// DeadAddr returns an address on 127.0.0.1 that nobody listened on a
+// moment ago: a dial to it is refused.
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+}
+
 // Server is a redis-server process started by a test.
 type Server struct {
 	Addr string // 127.0.0.1:port
