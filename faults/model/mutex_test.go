@@ -261,6 +261,17 @@ func (ls *leases) ttl(t *rapid.T, l *mlease) {
 	}
 }
 
+// checkKeys is the check every lease model ends a step with: every key
+// under the prefix has an expiry, the lease-lost records are the model's,
+// and once no lease is live and the retention has passed nothing remains.
+func (ls *leases) checkKeys(t *rapid.T) {
+	ls.r.checkExpiries(t, ls.prefix)
+	ls.checkLogged(t)
+	if ls.quiet() {
+		ls.r.checkEmpty(t, ls.prefix, "no lease live and the retention passed since the last call")
+	}
+}
+
 // checkLogged compares the lease-lost records with the model's count.
 func (ls *leases) checkLogged(t *rapid.T) {
 	if got := ls.log.n.Load(); got != ls.logged {
@@ -304,15 +315,5 @@ func warmMutex(ctx context.Context, b backend.Backend, o []primitives.Option) er
 	if err != nil {
 		return err
 	}
-	l, err := mu.TryLock(ctx)
-	if err != nil {
-		return err
-	}
-	_, _ = mu.TryLock(ctx)
-	wctx, cancel := context.WithTimeout(ctx, shortWait)
-	_, _ = mu.Lock(wctx)
-	cancel()
-	_ = l.Extend(ctx, time.Second)
-	_, _ = l.TTL(ctx)
-	return l.Release(ctx)
+	return warmLock(ctx, mu)
 }
