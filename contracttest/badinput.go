@@ -28,6 +28,8 @@ func testMutexBadInput(t *testing.T, h Harness) {
 		{"ttl below 1ms", b, "n", []primitives.Option{primitives.WithTTL(500 * time.Microsecond)}},
 		{"negative ttl", b, "n", []primitives.Option{primitives.WithTTL(-time.Second)}},
 		{"prefix with a brace", b, "n", []primitives.Option{primitives.WithPrefix("a{b")}},
+		{"empty prefix", b, "n", []primitives.Option{primitives.WithPrefix("")}},
+		{"nil retry policy", b, "n", []primitives.Option{primitives.WithRetry(nil)}},
 	}
 	for _, c := range bad {
 		m, err := primitives.NewMutex(c.b, c.name, append([]primitives.Option{primitives.WithPrefix(p)}, c.opts...)...)

@@ -243,7 +243,7 @@ func (c *fuzzCase) valid(name string) bool {
 	ttl := c.effTTL()
 	switch {
 	case name == "", ttl < primitives.MinTTL, c.effInstance() < 0,
-		c.effWaiter() < 3*time.Millisecond, strings.ContainsAny(c.effPrefix(), "{}"),
+		c.effWaiter() < 3*time.Millisecond, c.effPrefix() == "", strings.ContainsAny(c.effPrefix(), "{}"),
 		at != 0 && n < 1, n != 0 && at < time.Millisecond, n != 0 && at >= ttl:
 		return false
 	}

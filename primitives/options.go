@@ -27,6 +27,7 @@ type config struct {
 	autoExtend bool
 	mws        []latchkit.Middleware
 	retry      retry.Policy
+	noRetry    bool // WithRetry(nil): refused
 	prefix     string
 
 	waiterTimeout   time.Duration
@@ -69,8 +70,11 @@ func WithMiddleware(m ...latchkit.Middleware) Option {
 // WithRetry sets how Lock and Acquire pace their attempts
 // (default retry.Exponential()); for a Latch, how Wait paces its reads
 // while the subscription is down, and how TrySetCount and CountDown pace
-// their tries while Redis cannot be reached.
-func WithRetry(p retry.Policy) Option { return func(c *config) { c.retry = p } }
+// their tries while Redis cannot be reached. A nil policy is refused
+// (ErrInvalid) by the constructor.
+func WithRetry(p retry.Policy) Option {
+	return func(c *config) { c.retry, c.noRetry = p, nilness.Is(p) }
+}
 
 // WithWaiterTimeout sets how long a waiter keeps its place in a queue
 // (a Mutex's or FairSemaphore's queue, an RWLock writer's intent) after its
@@ -140,9 +144,10 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // kind, name and fence, never the token. Default: nothing is logged.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
-// WithPrefix sets the key namespace (default "latch:"). It must not contain
-// '{' or '}', which would break the hash tag that keeps a primitive's keys in
-// one Cluster slot.
+// WithPrefix sets the key namespace (default "latch:"). It must not be
+// empty (latchkit's keys would mix with the application's) nor contain
+// '{' or '}', which would break the hash tag that keeps a primitive's keys
+// in one Cluster slot.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 type ownerKey struct{}
@@ -185,8 +190,12 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("waiter timeout %v is below 3ms", c.waiterTimeout)
 	case c.retention < time.Millisecond:
 		return fail("retention %v is below 1ms", c.retention)
+	case c.prefix == "":
+		return fail("empty prefix: latchkit's keys would mix with the application's (the default is %q)", DefaultPrefix)
 	case strings.ContainsAny(c.prefix, "{}"):
 		return fail("prefix %q contains '{' or '}'", c.prefix)
+	case c.noRetry:
+		return fail("nil retry policy (leave WithRetry out for the default)")
 	case c.ackTimeout != 0 && c.ackReplicas < 1:
 		return fail("replica ack of %d replicas: it must be at least 1", c.ackReplicas)
 	case c.ackReplicas != 0 && c.ackTimeout < time.Millisecond:
