@@ -5,7 +5,8 @@
 // sharing one subscription between waiters) is done above it.
 //
 // Adapters live in the sub-packages goredis, rueidis, valkey and redigo
-// (rueidis and valkey share RESP, written once for the rueidis family).
+// (rueidis and valkey share internal/respkit's RESP, written once for the
+// rueidis family).
 // Another driver is added by implementing Backend and running the
 // conformance suite against it (package contracttest; each adapter has its
 // conformance_test.go). What adapters share lives here: Wrap classifies

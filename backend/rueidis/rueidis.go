@@ -1,6 +1,6 @@
 // Package rueidis adapts github.com/redis/rueidis to backend.Backend.
 //
-// What the adapter does lives in backend.RESP, shared with the adapter
+// What the adapter does lives in respkit.RESP, shared with the adapter
 // over valkey-go (a fork of rueidis of the same shape) and generic over
 // the driver's types: this package only instantiates it for rueidis and
 // gives it rueidis's pub/sub hooks.
@@ -35,12 +35,13 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/nilness"
+	"github.com/latchkit/latchkit/internal/respkit"
 )
 
-// Backend is a backend.Backend over a rueidis client: backend.RESP,
+// Backend is a backend.Backend over a rueidis client: respkit.RESP,
 // whose methods (Eval, EvalBatch, EvalAck, Subscribe, As, Cluster) are
 // written once for rueidis and valkey-go. As takes a *rueidis.Client.
-type Backend = backend.RESP[rd.Completed, rd.RedisResult, rd.RedisMessage, *rd.RedisMessage, *rd.RedisError]
+type Backend = respkit.RESP[rd.Completed, rd.RedisResult, rd.RedisMessage, *rd.RedisMessage, *rd.RedisError]
 
 // New returns a Backend over c. The caller keeps ownership of c: closing
 // the Backend does not close the client. New of a nil client returns nil,
@@ -53,9 +54,9 @@ func New(c rd.Client) *Backend {
 	hooks := func(deliver func(backend.Message)) rd.PubSubHooks {
 		return rd.PubSubHooks{OnMessage: func(m rd.PubSubMessage) { deliver(backend.Message{Channel: m.Channel, Payload: m.Message}) }}
 	}
-	return backend.NewRESP(c, rd.IsRedisErr, hooks, rd.ErrClosing, rd.ErrDedicatedClientRecycled)
+	return respkit.NewRESP(c, rd.IsRedisErr, hooks, rd.ErrClosing, rd.ErrDedicatedClientRecycled)
 }
 
 // Normalize turns a rueidis reply into a backend.Value (see
-// backend.NormalizeRESP).
-func Normalize(m rd.RedisMessage) (backend.Value, error) { return backend.NormalizeRESP(&m) }
+// respkit.NormalizeRESP).
+func Normalize(m rd.RedisMessage) (backend.Value, error) { return respkit.NormalizeRESP(&m) }

@@ -4,7 +4,7 @@
 // Redis alike (the protocol is the same).
 //
 // valkey-go is a fork of rueidis with renamed types, so what the adapter
-// does lives in backend.RESP, shared with the rueidis adapter and generic
+// does lives in respkit.RESP, shared with the rueidis adapter and generic
 // over the driver's types: this package only instantiates it for
 // valkey-go and gives it valkey-go's pub/sub hooks. It behaves as the
 // rueidis adapter does:
@@ -42,12 +42,13 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/nilness"
+	"github.com/latchkit/latchkit/internal/respkit"
 )
 
-// Backend is a backend.Backend over a valkey-go client: backend.RESP,
+// Backend is a backend.Backend over a valkey-go client: respkit.RESP,
 // whose methods (Eval, EvalBatch, EvalAck, Subscribe, As, Cluster) are
 // written once for rueidis and valkey-go. As takes a *valkey.Client.
-type Backend = backend.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
+type Backend = respkit.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
 
 // New returns a Backend over c. The caller keeps ownership of c: closing
 // the Backend does not close the client. New of a nil client returns nil,
@@ -60,5 +61,5 @@ func New(c vk.Client) *Backend {
 	hooks := func(deliver func(backend.Message)) vk.PubSubHooks {
 		return vk.PubSubHooks{OnMessage: func(m vk.PubSubMessage) { deliver(backend.Message{Channel: m.Channel, Payload: m.Message}) }}
 	}
-	return backend.NewRESP(c, vk.IsValkeyErr, hooks, vk.ErrClosing, vk.ErrDedicatedClientRecycled)
+	return respkit.NewRESP(c, vk.IsValkeyErr, hooks, vk.ErrClosing, vk.ErrDedicatedClientRecycled)
 }

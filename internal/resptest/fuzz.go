@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/respkit"
 )
 
 // Fetched is a reply as the adapter under test normalized it.
@@ -43,10 +44,10 @@ type FetchClient[B, C, R any] interface {
 // FetchWith is the Fetch of a driver of the rueidis family: open makes its
 // client of addr (see Fetch for the options), isErr is its test for an
 // error reply (rueidis.IsRedisErr, valkey.IsValkeyErr). The reply is
-// normalized by backend.NormalizeRESP, which the adapters use.
+// normalized by respkit.NormalizeRESP, which the adapters use.
 func FetchWith[
-	Cl FetchClient[B, C, R], B backend.RESPBuilder[A, S, U], A backend.RESPArbitrary[A, C], S, U, C any,
-	R backend.RESPResult[M], M any, P backend.RESPMessage[M], E backend.RESPError,
+	Cl FetchClient[B, C, R], B respkit.RESPBuilder[A, S, U], A respkit.RESPArbitrary[A, C], S, U, C any,
+	R respkit.RESPResult[M], M any, P respkit.RESPMessage[M], E respkit.RESPError,
 ](open func(addr string, resp2 bool) (Cl, error), isErr func(error) (E, bool)) Fetch {
 	return func(t *testing.T, addr string, resp2 bool, payload string) Fetched {
 		c, err := open(addr, resp2)
@@ -64,7 +65,7 @@ func FetchWith[
 		if _, ok := isErr(err); reply && !ok && !e.IsNil() {
 			t.Fatalf("%v: an error reply that is neither nil nor an error", err)
 		}
-		v, nerr := backend.NormalizeRESP[M, P](&msg)
+		v, nerr := respkit.NormalizeRESP[M, P](&msg)
 		return Fetched{Value: v, Err: nerr, Nil: reply && e.IsNil(), ErrReply: reply && !e.IsNil()}
 	}
 }

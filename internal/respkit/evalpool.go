@@ -1,7 +1,8 @@
-package backend
+package respkit
 
 import (
 	"context"
+	"github.com/latchkit/latchkit/backend"
 	"sync"
 	"sync/atomic"
 )
@@ -15,10 +16,10 @@ import (
 type evalCall struct {
 	pool  *evalPool
 	ctx   context.Context
-	s     *Script
+	s     *backend.Script
 	strs  []string // the keys, then the args: copies, the call may outlive Eval
 	nkeys int
-	v     Value
+	v     backend.Value
 	err   error
 	state atomic.Int32
 	done  chan struct{} // a token once v and err are set, unless abandoned
@@ -39,13 +40,13 @@ func (c *evalCall) run() {
 // evalPool runs eval calls bounded by their context, each on a goroutine
 // of its own, with pooled evalCalls.
 type evalPool struct {
-	eval  func(ctx context.Context, s *Script, keys, args []string) (Value, error)
+	eval  func(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error)
 	calls sync.Pool // *evalCall
 }
 
 // run runs eval on a goroutine of its own, returning at ctx's end with
 // Abandoned(ctx) if the call has not returned by then.
-func (p *evalPool) run(ctx context.Context, s *Script, keys, args []string) (Value, error) {
+func (p *evalPool) run(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
 	c, _ := p.calls.Get().(*evalCall)
 	if c == nil {
 		c = &evalCall{pool: p, done: make(chan struct{}, 1)}
@@ -58,7 +59,7 @@ func (p *evalPool) run(ctx context.Context, s *Script, keys, args []string) (Val
 	case <-c.done:
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(running, abandoned) {
-			return nil, Abandoned(ctx)
+			return nil, backend.Abandoned(ctx)
 		}
 		<-c.done // the call finished as ctx ended: its result stands
 	}
@@ -76,3 +77,11 @@ func (c *evalCall) put() {
 	c.ctx, c.s, c.v, c.err = nil, nil, nil, nil
 	c.pool.calls.Put(c)
 }
+
+// The states of a pooled call, as backend.Await's: the call (finished)
+// and the caller (abandoned) race to move it from running.
+const (
+	running int32 = iota
+	finished
+	abandoned
+)

@@ -1,8 +1,9 @@
-package backend
+package respkit
 
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/backend"
 	"sync"
 )
 
@@ -12,12 +13,12 @@ import (
 // their pub/sub hooks return. It returns by ctx's end (see RESP): the
 // drivers dial a dedicated connection without the caller's context; a
 // connection still being opened then is closed once it is.
-func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h Handler) (Subscription, error) {
+func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	open := func() (*respSubscription[C, R, M, P, E], error) {
-		deliver := func(Message) {}
+		deliver := func(backend.Message) {}
 		if h.Message != nil {
 			deliver = h.Message
 		}
@@ -30,7 +31,7 @@ func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h Handler) (Subscri
 		}
 		return s, nil
 	}
-	s, err := Await(ctx, open, func(s *respSubscription[C, R, M, P, E], _ error) {
+	s, err := backend.Await(ctx, open, func(s *respSubscription[C, R, M, P, E], _ error) {
 		if s != nil { // opened after Subscribe gave up on it
 			s.conn.close()
 		}
@@ -47,7 +48,7 @@ func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h Handler) (Subscri
 type respSubscription[C any, R RESPResult[M], M any, P RESPMessage[M], E RESPError] struct {
 	r    *RESP[C, R, M, P, E]
 	conn respConn[C, R]
-	h    Handler
+	h    backend.Handler
 	wait <-chan error // the connection's end, from its pub/sub hooks
 	done chan struct{}
 
@@ -70,7 +71,7 @@ func (s *respSubscription[C, R, M, P, E]) watch() {
 		if err == nil {
 			err = errPubSubEnded
 		}
-		s.dead = &Error{Class: ErrUnavailable, Cause: err}
+		s.dead = &backend.Error{Class: backend.ErrUnavailable, Cause: err}
 	}
 	s.mu.Unlock()
 	if !closed && s.h.Dropped != nil {
@@ -85,7 +86,7 @@ func (s *respSubscription[C, R, M, P, E]) send(ctx context.Context, unsubscribe 
 		return nil // an empty UNSUBSCRIBE would mean "all channels"
 	}
 	s.mu.Lock()
-	err := SubscriptionErr(s.closed, s.dead)
+	err := backend.SubscriptionErr(s.closed, s.dead)
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -108,7 +109,7 @@ func (s *respSubscription[C, R, M, P, E]) Remove(ctx context.Context, channels .
 
 // Close ends the subscription and its connection. It is idempotent.
 func (s *respSubscription[C, R, M, P, E]) Close() error {
-	if !MarkOnce(&s.mu, &s.closed) {
+	if !backend.MarkOnce(&s.mu, &s.closed) {
 		return nil
 	}
 	s.conn.close() // closes the connection instead of returning it to the pool

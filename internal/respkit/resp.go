@@ -1,8 +1,15 @@
-package backend
+// Package respkit is the adapter of the rueidis family of drivers
+// (github.com/redis/rueidis and its fork github.com/valkey-io/valkey-go),
+// written once, generic over the driver's types: backend/rueidis and
+// backend/valkey are each a NewRESP of their client. It is internal: a
+// third-party adapter implements backend.Backend with the helpers the
+// backend package exports for it.
+package respkit
 
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/backend"
 	"slices"
 	"strconv"
 	"time"
@@ -59,12 +66,12 @@ var errUnexpected = errors.New("backend: unexpected reply type")
 // a double to its string form, a map to a flat key, value array sorted by
 // key. An error reply, anywhere in the reply, is returned as an error
 // wrapping a *ReplyError (and the driver's error), with a nil Value.
-func NormalizeRESP[M any, P RESPMessage[M]](m P) (Value, error) {
+func NormalizeRESP[M any, P RESPMessage[M]](m P) (backend.Value, error) {
 	if m.IsNil() {
 		return nil, nil
 	}
 	if err := m.Error(); err != nil {
-		return nil, &Error{Class: &ReplyError{Msg: err.Error()}, Cause: err}
+		return nil, &backend.Error{Class: &backend.ReplyError{Msg: err.Error()}, Cause: err}
 	}
 	switch {
 	case m.IsInt64():
@@ -76,7 +83,7 @@ func NormalizeRESP[M any, P RESPMessage[M]](m P) (Value, error) {
 		if err != nil {
 			return nil, badReply(err)
 		}
-		out := make([]Value, len(a))
+		out := make([]backend.Value, len(a))
 		for i := range a {
 			if out[i], err = NormalizeRESP[M, P](&a[i]); err != nil {
 				return nil, err
@@ -93,7 +100,7 @@ func NormalizeRESP[M any, P RESPMessage[M]](m P) (Value, error) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		out := make([]Value, 0, 2*len(keys))
+		out := make([]backend.Value, 0, 2*len(keys))
 		for _, k := range keys {
 			e := mp[k]
 			v, err := NormalizeRESP[M, P](&e)
@@ -127,7 +134,7 @@ func badReply(err error) error {
 	if err == nil {
 		err = errUnexpected
 	}
-	return &Error{Class: &ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
+	return &backend.Error{Class: &backend.ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
 }
 
 // RESPClient is the method set of a client of the rueidis family (its
@@ -186,13 +193,13 @@ type RESPDedicated[C, R, H any] interface {
 type respDriver[C, R any] struct {
 	do       func(ctx context.Context, cmd C) R
 	doMulti  func(ctx context.Context, cmds ...C) []R
-	script   func(s *Script, keys, args []string, source bool) C // EVALSHA, or EVAL with source
-	wait     func(replicas, timeout int64) C                     // WAIT, timeout in ms
+	script   func(s *backend.Script, keys, args []string, source bool) C // EVALSHA, or EVAL with source
+	wait     func(replicas, timeout int64) C                             // WAIT, timeout in ms
 	ping     func() C
 	channels func(unsubscribe bool, channels []string) C // SUBSCRIBE, or UNSUBSCRIBE
 	// dedicate opens a connection for a subscription, delivering its
 	// messages, and reports its end on ended.
-	dedicate func(deliver func(Message)) (conn respConn[C, R], ended <-chan error)
+	dedicate func(deliver func(backend.Message)) (conn respConn[C, R], ended <-chan error)
 	// pinned calls f with a DoMulti on one connection taken from the
 	// client's pool (on a Cluster, to the master of the first keyed
 	// command's slot, following no redirect), and puts it back.
@@ -250,11 +257,11 @@ func NewRESP[
 	S RESPChannels[SC], SC RESPBuild[C], U RESPChannels[UC], UC RESPBuild[C],
 	C any, R RESPResult[M], M any, P RESPMessage[M], E RESPError,
 	D RESPDedicated[C, R, H], H any, Mode ~string,
-](c Cl, isErr func(error) (E, bool), hooks func(deliver func(Message)) H, closed ...error) *RESP[C, R, M, P, E] {
+](c Cl, isErr func(error) (E, bool), hooks func(deliver func(backend.Message)) H, closed ...error) *RESP[C, R, M, P, E] {
 	r := &RESP[C, R, M, P, E]{d: respDriver[C, R]{
 		do:      c.Do,
 		doMulti: c.DoMulti,
-		script: func(s *Script, keys, args []string, source bool) C {
+		script: func(s *backend.Script, keys, args []string, source bool) C {
 			cmd, body := "EVALSHA", s.Hash()
 			if source {
 				cmd, body = "EVAL", s.Source()
@@ -271,7 +278,7 @@ func NewRESP[
 			}
 			return c.B().Subscribe().Channel(channels...).Build()
 		},
-		dedicate: func(deliver func(Message)) (respConn[C, R], <-chan error) {
+		dedicate: func(deliver func(backend.Message)) (respConn[C, R], <-chan error) {
 			dc, cancel := c.Dedicate()
 			ended := dc.SetPubSubHooks(hooks(deliver))
 			return respConn[C, R]{do: dc.Do, close: func() { dc.Close(); cancel() }}, ended
@@ -314,7 +321,7 @@ func (r *RESP[C, R, M, P, E]) isNil(err error) bool {
 // as a *ReplyError, the errors of a closed client as ErrClosed, anything
 // else as ErrUnavailable.
 func (r *RESP[C, R, M, P, E]) wrap(ctx context.Context, err error) error {
-	return Wrap(ctx, err,
+	return backend.Wrap(ctx, err,
 		func(err error) bool {
 			return slices.ContainsFunc(r.d.closed, func(c error) bool { return errors.Is(err, c) })
 		},
@@ -328,7 +335,7 @@ func (r *RESP[C, R, M, P, E]) wrap(ctx context.Context, err error) error {
 
 // result is the Value and error of a finished script command, as Eval and
 // EvalBatch return them.
-func (r *RESP[C, R, M, P, E]) result(ctx context.Context, res R) (Value, error) {
+func (r *RESP[C, R, M, P, E]) result(ctx context.Context, res R) (backend.Value, error) {
 	msg, err := res.ToMessage()
 	if err != nil {
 		if r.isNil(err) {
@@ -341,7 +348,7 @@ func (r *RESP[C, R, M, P, E]) result(ctx context.Context, res R) (Value, error) 
 
 // Eval runs s by EVALSHA, then by EVAL when the server answers NOSCRIPT
 // (see Backend). It returns by ctx's end (see RESP).
-func (r *RESP[C, R, M, P, E]) Eval(ctx context.Context, s *Script, keys []string, args []string) (Value, error) {
+func (r *RESP[C, R, M, P, E]) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -352,9 +359,9 @@ func (r *RESP[C, R, M, P, E]) Eval(ctx context.Context, s *Script, keys []string
 }
 
 // eval is Eval on the caller's goroutine.
-func (r *RESP[C, R, M, P, E]) eval(ctx context.Context, s *Script, keys []string, args []string) (Value, error) {
+func (r *RESP[C, R, M, P, E]) eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	v, err := r.result(ctx, r.d.do(ctx, r.d.script(s, keys, args, false)))
-	if IsNoScript(err) {
+	if backend.IsNoScript(err) {
 		return r.result(ctx, r.d.do(ctx, r.d.script(s, keys, args, true)))
 	}
 	return v, err
@@ -367,12 +374,12 @@ func (r *RESP[C, R, M, P, E]) eval(ctx context.Context, s *Script, keys []string
 // of any slot (each call's own keys must share one slot). It returns by
 // ctx's end (see RESP); calls it gave up on all get an error matching
 // ctx.Err().
-func (r *RESP[C, R, M, P, E]) EvalBatch(ctx context.Context, calls []Call) {
-	RunBatch(ctx, calls, ctx.Done() != nil, r.pipeline)
+func (r *RESP[C, R, M, P, E]) EvalBatch(ctx context.Context, calls []backend.Call) {
+	backend.RunBatch(ctx, calls, ctx.Done() != nil, r.pipeline)
 }
 
 // pipeline sends calls in one DoMulti (see Pipeline).
-func (r *RESP[C, R, M, P, E]) pipeline(ctx context.Context, calls []Call, source bool) {
+func (r *RESP[C, R, M, P, E]) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	cmds := make([]C, len(calls))
 	for i, c := range calls {
 		cmds[i] = r.d.script(c.Script, c.Keys, c.Args, source)
@@ -385,7 +392,7 @@ func (r *RESP[C, R, M, P, E]) pipeline(ctx context.Context, calls []Call, source
 // doMulti sends cmds, the commands of calls, by DoMulti. A cluster client
 // refuses a DoMulti that mixes keyless commands with commands of several
 // slots, so the keyless ones go in a DoMulti of their own.
-func (r *RESP[C, R, M, P, E]) doMulti(ctx context.Context, calls []Call, cmds []C) []R {
+func (r *RESP[C, R, M, P, E]) doMulti(ctx context.Context, calls []backend.Call, cmds []C) []R {
 	keyless := func(j int) bool { return len(calls[j].Keys) == 0 }
 	var none, some []C
 	for j, c := range cmds {
@@ -422,14 +429,14 @@ func (r *RESP[C, R, M, P, E]) doMulti(ctx context.Context, calls []Call, cmds []
 // connection that wrote nothing there: every replica, for a grant that no
 // replica may have. A NOSCRIPT answer to EVALSHA sends the pair again with
 // EVAL on the same connection. It returns by ctx's end (see RESP).
-func (r *RESP[C, R, M, P, E]) EvalAck(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (Value, int, error) {
-	return RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (Value, int, error) {
+func (r *RESP[C, R, M, P, E]) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	return backend.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return r.evalAck(ctx, s, keys, args, replicas, timeout)
 	})
 }
 
 // evalAck is EvalAck on the caller's goroutine.
-func (r *RESP[C, R, M, P, E]) evalAck(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (v Value, n int, err error) {
+func (r *RESP[C, R, M, P, E]) evalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (v backend.Value, n int, err error) {
 	r.d.pinned(func(doMulti func(ctx context.Context, cmds ...C) []R) {
 		v, n, err = r.ackOn(ctx, doMulti, s, keys, args, replicas, timeout)
 	})
@@ -437,7 +444,7 @@ func (r *RESP[C, R, M, P, E]) evalAck(ctx context.Context, s *Script, keys, args
 }
 
 // ackOn is evalAck on one connection's doMulti.
-func (r *RESP[C, R, M, P, E]) ackOn(ctx context.Context, doMulti func(ctx context.Context, cmds ...C) []R, s *Script, keys, args []string, replicas int, timeout time.Duration) (Value, int, error) {
+func (r *RESP[C, R, M, P, E]) ackOn(ctx context.Context, doMulti func(ctx context.Context, cmds ...C) []R, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	send := func(source bool) []R {
 		// Commands are built anew for each DoMulti: the driver recycles
 		// those it sent.
@@ -445,7 +452,7 @@ func (r *RESP[C, R, M, P, E]) ackOn(ctx context.Context, doMulti func(ctx contex
 		return doMulti(ctx, r.d.script(s, keys, args, source), wait)
 	}
 	res := send(false)
-	if IsNoScript(r.wrap(ctx, res[0].Error())) {
+	if backend.IsNoScript(r.wrap(ctx, res[0].Error())) {
 		res = send(true)
 	}
 	msg, err := res[0].ToMessage()
