@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,7 +144,7 @@ func testElectionLeader(t *testing.T, h Harness) {
 
 // elQueued counts the entries of an election's queue.
 func elQueued(t testing.TB, b backend.Backend, p, name string) int64 {
-	return do(t, b, "ZCARD", primitives.ElectionLayout.KeysOf(p, name)[5]).(int64)
+	return do(t, b, "ZCARD", keyspace.ElectionLayout.KeysOf(p, name)[5]).(int64)
 }
 
 // testElectionHandOver: two campaigners wait behind a leader; when it
@@ -462,7 +463,7 @@ func testElectionBadInput(t *testing.T, h Harness) {
 		}
 	}
 	e := newElection(t, b, "e")
-	keys := primitives.ElectionLayout.KeysOf(p, "e")
+	keys := keyspace.ElectionLayout.KeysOf(p, "e")
 	before := keysState(t, b, keys)
 	for _, v := range []string{"", strings.Repeat("x", primitives.MaxLeaderValue+1)} {
 		for _, c := range []func(context.Context, string) (latchkit.Lease, error){e.Campaign, e.TryCampaign} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,7 @@ func RunLatch(t *testing.T, h Harness) {
 }
 
 // latchKey is the hash of the latch named name under prefix p.
-func latchKey(p, name string) string { return primitives.LatchLayout.KeysOf(p, name)[0] }
+func latchKey(p, name string) string { return keyspace.LatchLayout.KeysOf(p, name)[0] }
 
 func newLatch(t testing.TB, b backend.Backend, name string, opts ...primitives.Option) primitives.Latch {
 	t.Helper()

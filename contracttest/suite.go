@@ -3,6 +3,7 @@ package contracttest
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/primitives"
 )
 
 // Run runs the whole suite against h: first the backend contract itself,
@@ -110,8 +110,8 @@ func do(t testing.TB, b backend.Backend, cmd, key string, args ...string) backen
 }
 
 // keyOf is the key base of a primitive named name under prefix p (a
-// Mutex's lock key; see primitives.Layout for the others).
-func keyOf(p, name string) string { return primitives.KeyBase(p, name) }
+// Mutex's lock key; see keyspace.Layout for the others).
+func keyOf(p, name string) string { return keyspace.KeyBase(p, name) }
 
 // advance moves the server clock by d, or sleeps when it cannot.
 func advance(t testing.TB, h Harness, d time.Duration) {

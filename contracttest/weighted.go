@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -46,12 +47,12 @@ func RunWeighted(t *testing.T, h Harness) {
 type semKind struct {
 	name   string
 	new    func(b backend.Backend, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
-	layout primitives.Layout
+	layout keyspace.Layout
 }
 
 var semKinds = []semKind{
-	{"Semaphore", primitives.NewSemaphore, primitives.SemLayout},
-	{"FairSemaphore", primitives.NewFairSemaphore, primitives.FairLayout},
+	{"Semaphore", primitives.NewSemaphore, keyspace.SemLayout},
+	{"FairSemaphore", primitives.NewFairSemaphore, keyspace.FairLayout},
 }
 
 func (k semKind) make(t testing.TB, b backend.Backend, name string, limit int, opts ...primitives.Option) primitives.Semaphore {

@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -142,7 +143,7 @@ func ghostRound(t *testing.T, bs []backend.Backend, log *ghostLog, calls []atomi
 // ghostHolders returns the holders zset of the semaphore named name, as
 // token -> score.
 func ghostHolders(t *testing.T, srv *redistest.Server, name string) ([]string, error) {
-	keys := primitives.SemLayout.KeysOf("latch:", name)
+	keys := keyspace.SemLayout.KeysOf("latch:", name)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	v, err := srv.Do(ctx, "ZRANGE", keys[0], 0, -1)
@@ -244,7 +245,7 @@ func ghostServerMs(t *testing.T, srv *redistest.Server) int64 {
 // (by its expiry, relative to base, the server's ms at the round's
 // start), its fence, whether it is among the tokens that finished.
 func ghostState(t *testing.T, srv *redistest.Server, name, token string, base int64) string {
-	keys := primitives.SemLayout.KeysOf("latch:", name)
+	keys := keyspace.SemLayout.KeysOf("latch:", name)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	exp, _ := srv.Do(ctx, "ZSCORE", keys[0], token)

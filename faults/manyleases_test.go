@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -150,7 +151,7 @@ func TestTimelyManyLeases(t *testing.T) {
 					}
 					held := 0
 					for _, s := range rl[1:] {
-						if v, _ := rlRead[s].Get(context.Background(), primitives.KeyBase(manyPrefix, names[0])).Result(); v == l.Token() {
+						if v, _ := rlRead[s].Get(context.Background(), keyspace.KeyBase(manyPrefix, names[0])).Result(); v == l.Token() {
 							held++
 						}
 					}

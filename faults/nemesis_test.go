@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -324,7 +325,7 @@ func (r *nemRig) startCluster(t *testing.T) {
 	keepHealthyNodesServing(t, r.cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	slot, err := r.cl.Slot(ctx, primitives.KeyBase("n:", "res"))
+	slot, err := r.cl.Slot(ctx, keyspace.KeyBase("n:", "res"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"sync"
 	"testing"
 	"time"
@@ -293,7 +294,7 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 
 				sleepUntil(t0.Add(500 * time.Millisecond))
 				for _, s := range ySrvs {
-					if _, err := s.Do(ctx, "DEL", primitives.KeyBase(prefix, "y")); err != nil {
+					if _, err := s.Do(ctx, "DEL", keyspace.KeyBase(prefix, "y")); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"slices"
 	"strings"
 	"sync"
@@ -85,7 +86,7 @@ func reshard(t *testing.T, ctx context.Context, cl *redistest.Cluster, migrateFo
 	note := func(format string, a ...any) { log = append(log, fmt.Sprintf(format, a...)) }
 	slots := [2]int{}
 	for i, name := range []string{"res", "res2"} {
-		s, err := cl.Slot(ctx, primitives.KeyBase("", name))
+		s, err := cl.Slot(ctx, keyspace.KeyBase("", name))
 		if err != nil {
 			t.Fatal(err)
 		}

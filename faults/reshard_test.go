@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func reshardCtx(t *testing.T, d time.Duration) context.Context {
 // master serving it.
 func slotOf(t *testing.T, cl *redistest.Cluster, prefix, name string) (slot, owner int) {
 	ctx := reshardCtx(t, 5*time.Second)
-	slot, err := cl.Slot(ctx, primitives.KeyBase(prefix, name))
+	slot, err := cl.Slot(ctx, keyspace.KeyBase(prefix, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,11 +292,11 @@ func TestReshardMigratingSlot(t *testing.T) {
 // freshOnSlot makes one TryLock of p on a name nobody used whose keys are
 // in slot (migrating: Redis answers ASK, then the importing node
 // TRYAGAIN): the same name under a new prefix, which the hash tag leaves
-// out (see primitives.KeyBase).
+// out (see keyspace.KeyBase).
 func freshOnSlot(t *testing.T, cl *redistest.Cluster, p prim, prefix string, slot int, cd clusterDriver, opts []primitives.Option) (latchkit.Lease, error) {
 	ctx := reshardCtx(t, 10*time.Second)
 	fp := prefix + "fresh:"
-	if s, err := cl.Slot(ctx, primitives.KeyBase(fp, "res")); err != nil || s != slot {
+	if s, err := cl.Slot(ctx, keyspace.KeyBase(fp, "res")); err != nil || s != slot {
 		t.Fatalf("the fresh name's slot: %d, %v; want %d", s, err, slot)
 	}
 	_, try, _, err := p.open(cd.new(t, cl.Addrs), 0, append(opts, primitives.WithPrefix(fp))...)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"net"
 	"reflect"
 	"sort"
@@ -655,11 +656,11 @@ func newClusterMap(t *testing.T, cl *redistest.Cluster) *clusterMap {
 }
 
 // nodeOf returns the node serving name's keys (every key of a name shares
-// the hash tag of primitives.KeyBase), asking CLUSTER KEYSLOT.
+// the hash tag of keyspace.KeyBase), asking CLUSTER KEYSLOT.
 func (m *clusterMap) nodeOf(t *testing.T, prefix, name string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	slot, err := m.admin.ClusterKeySlot(ctx, primitives.KeyBase(prefix, name)).Result()
+	slot, err := m.admin.ClusterKeySlot(ctx, keyspace.KeyBase(prefix, name)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

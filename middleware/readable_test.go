@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestTracingLeaseLostCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms[0].Del(primitives.KeyBase(primitives.DefaultPrefix, "lost")) // the next renewal finds it gone
+	ms[0].Del(keyspace.KeyBase(primitives.DefaultPrefix, "lost")) // the next renewal finds it gone
 	lost := tel.awaitLeaseLost(t, l.Context())
 	cause := attr(lost.Attributes(), attribute.Key("latchkit.cause")).AsString()
 	if !strings.Contains(cause, "renewal found the lease gone") {

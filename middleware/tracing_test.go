@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -454,7 +455,7 @@ func TestTracingOutcomes(t *testing.T) {
 		t.Errorf("Lock past its deadline: outcome %q status %v", attr(last.Attributes(), middleware.AttrOutcome).AsString(), last.Status())
 	}
 
-	ms[0].Del(primitives.KeyBase(primitives.DefaultPrefix, "order42")) // the lock is gone
+	ms[0].Del(keyspace.KeyBase(primitives.DefaultPrefix, "order42")) // the lock is gone
 	lost := tel.awaitLeaseLost(t, held.Context())
 	if lost.SpanContext().TraceID() != holderSpan.TraceID() || lost.Parent().SpanID() != holderSpan.SpanID() {
 		t.Errorf("the LeaseLost span is not in the acquisition's trace under its span")
@@ -621,7 +622,7 @@ func TestTracingWithPropagators(t *testing.T) {
 		t.Fatal(err)
 	}
 	holderSpan := tel.ended("latchkit.Lock", latchkit.KindMutex)[0].SpanContext()
-	if who, _ := ms[0].Get(primitives.KeyBase(primitives.DefaultPrefix, "p") + ":who"); !strings.Contains(who, "baggage=") || !strings.Contains(who, "traceparent=") {
+	if who, _ := ms[0].Get(keyspace.KeyBase(primitives.DefaultPrefix, "p") + ":who"); !strings.Contains(who, "baggage=") || !strings.Contains(who, "traceparent=") {
 		t.Fatalf("stored annotation %q, want both fields of the propagator", who)
 	}
 	if _, err := waiter.TryLock(context.Background()); !errors.Is(err, latchkit.ErrNotAcquired) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,10 +139,10 @@ func NewElection(b backend.Backend, name string, opts ...Option) (Election, erro
 	if err != nil {
 		return nil, err
 	}
-	l := ElectionLayout
+	l := keyspace.ElectionLayout
 	channel := l.Channel(cfg.prefix, name)
 	e := &election{b: b, name: name, cfg: cfg, keys: l.KeysOf(cfg.prefix, name), channel: channel,
-		obs:    KeyBase(cfg.prefix, name) + l.Sub + ":obs",
+		obs:    keyspace.KeyBase(cfg.prefix, name) + l.Sub + ":obs",
 		inbox:  pubsub.Inbox(b, channel),
 		ttlArg: ms(cfg.ttl), waitArg: ms(cfg.waiterTimeout), handArg: ms(min(cfg.ttl, cfg.waiterTimeout))}
 	e.wchans = []string{channel, e.inbox}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -246,7 +247,7 @@ func TestElectionRunCauseWhenLost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no leader: %v", err)
 	}
-	m.Del(primitives.ElectionLayout.KeysOf("rl:", "run")[0])
+	m.Del(keyspace.ElectionLayout.KeysOf("rl:", "run")[0])
 	var lost term
 	select {
 	case lost = <-terms:

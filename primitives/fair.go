@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"time"
 
@@ -95,7 +96,7 @@ func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*fairSemaphore, error) {
-	st, err := newSite(FairLayout, kind, b, name, limit, opts)
+	st, err := newSite(keyspace.FairLayout, kind, b, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}

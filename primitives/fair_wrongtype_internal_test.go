@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestFairScriptsCheckBeforeWriting(t *testing.T) {
 			{"withdraw", func(s *fairSemaphore, tok string) error { return scriptErr(s.withdrawFn(ctx, tok)) }},
 		}
 		for _, sc := range scripts {
-			for _, key := range FairLayout.KeysOf(prefix, "f") {
+			for _, key := range keyspace.FairLayout.KeysOf(prefix, "f") {
 				what := fmt.Sprintf("%s with a list at %s", sc.name, key)
 				srv.c.FlushAll(ctx)
 				s := newFairT(t, srv.b, "f", 2, WithPrefix(prefix), annotate)
@@ -89,7 +90,7 @@ func TestFairAcquireTicketCounterNotACounter(t *testing.T) {
 			}
 			deadWaiter(t, ctx, s, "dead", 2) // queued behind the holder: 1+2 > 2
 			srv.pass(100 * time.Millisecond) // the waiter's ticket is dead; the holder lives (10s)
-			key := FairLayout.KeysOf(prefix, "f")[2]
+			key := keyspace.FairLayout.KeysOf(prefix, "f")[2]
 			srv.c.Set(ctx, key, bad, 0)
 			before := RedisState(t, ctx, srv.c, prefix+"*")
 			l2, err := s.TryAcquire(ctx)

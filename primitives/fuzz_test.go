@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"slices"
 	"strings"
 	"testing"
@@ -94,16 +95,16 @@ func FuzzKeyBase(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, name, suffix string) {
 		// Arbitrary input: no panic, and what it accepts KeyBase makes.
 		raw := prefix + name + suffix
-		if p, n, s, ok := primitives.ParseKeyBase(raw); ok {
-			if back := primitives.KeyBase(p, n) + s; back != raw {
+		if p, n, s, ok := keyspace.ParseKeyBase(raw); ok {
+			if back := keyspace.KeyBase(p, n) + s; back != raw {
 				t.Errorf("ParseKeyBase(%q) = %q, %q, %q, true, but KeyBase makes %q of them", raw, p, n, s, back)
 			}
 		}
 		if strings.ContainsAny(prefix, "{}") {
 			return
 		}
-		base := primitives.KeyBase(prefix, name)
-		p, n, s, ok := primitives.ParseKeyBase(base + suffix)
+		base := keyspace.KeyBase(prefix, name)
+		p, n, s, ok := keyspace.ParseKeyBase(base + suffix)
 		if !ok || p != prefix || n != name || s != suffix {
 			t.Fatalf("ParseKeyBase(KeyBase(%q, %q)+%q) = %q, %q, %q, %v", prefix, name, suffix, p, n, s, ok)
 		}
@@ -307,11 +308,11 @@ func (c *fuzzCase) redlockTimeout() time.Duration {
 func checkKeys(t *testing.T, e *fuzzEnv, step, prefix string, names []string) {
 	t.Helper()
 	for _, k := range e.keys() {
-		p, n, _, ok := primitives.ParseKeyBase(k)
+		p, n, _, ok := keyspace.ParseKeyBase(k)
 		if !ok || p != prefix || !slices.Contains(names, n) {
 			t.Fatalf("%s wrote key %q: ParseKeyBase = %q, %q, %v; want prefix %q and one of %q", step, k, p, n, ok, prefix, names)
 		}
-		if s, want := keySlot(k), keySlot(primitives.KeyBase(prefix, n)); s != want {
+		if s, want := keySlot(k), keySlot(keyspace.KeyBase(prefix, n)); s != want {
 			t.Fatalf("%s wrote key %q in slot %d, not in its name's slot %d", step, k, s, want)
 		}
 	}

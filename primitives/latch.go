@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"time"
 
@@ -112,8 +113,8 @@ func NewLatch(b backend.Backend, name string, opts ...Option) (Latch, error) {
 	if cfg.ackReplicas != 0 {
 		return nil, invalid("new", latchkit.KindLatch, name, "WithReplicaAck is not supported by a latch")
 	}
-	ch := LatchLayout.Channel(cfg.prefix, name)
-	return &latch{b: b, name: name, cfg: cfg, keys: LatchLayout.KeysOf(cfg.prefix, name),
+	ch := keyspace.LatchLayout.Channel(cfg.prefix, name)
+	return &latch{b: b, name: name, cfg: cfg, keys: keyspace.LatchLayout.KeysOf(cfg.prefix, name),
 		channel: ch, chans: []string{ch}}, nil
 }
 

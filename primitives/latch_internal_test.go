@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,7 +80,7 @@ func TestLatchRetention(t *testing.T) {
 	ctx := context.Background()
 	tick := func(d time.Duration) { now = now.Add(d); m.SetTime(now); m.FastForward(d) }
 	l, _ := NewLatch(b, "r", WithRetention(time.Hour))
-	key := LatchLayout.KeysOf(DefaultPrefix, "r")[0]
+	key := keyspace.LatchLayout.KeysOf(DefaultPrefix, "r")[0]
 	l.TrySetCount(ctx, 3)
 	if ttl := m.TTL(key); ttl != time.Hour {
 		t.Errorf("set: ttl %v, want 1h", ttl)

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,7 +132,7 @@ func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option)
 	if err != nil {
 		return nil, err
 	}
-	k := MutexLayout.names(cfg.prefix, name) // 7 keys, then the channel
+	k := keyspace.MutexLayout.Names(cfg.prefix, name) // 7 keys, then the channel
 	m := &mutex{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    k[:5:5],

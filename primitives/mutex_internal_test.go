@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,7 +148,7 @@ func TestLeaseWithoutAutoExtendEndsAtDeadline(t *testing.T) {
 
 func TestKeyBaseKeepsOneHashTag(t *testing.T) {
 	for _, name := range []string{"a", "a}b", "{x}", "}", "{", "%7B", "a%b"} {
-		k := KeyBase("latch:", name)
+		k := keyspace.KeyBase("latch:", name)
 		open, close := 0, 0
 		for _, c := range k {
 			switch c {
@@ -161,7 +162,7 @@ func TestKeyBaseKeepsOneHashTag(t *testing.T) {
 			t.Errorf("name %q: key %q has %d '{' and %d '}'", name, k, open, close)
 		}
 	}
-	if KeyBase("p:", "{") == KeyBase("p:", "%7B") {
+	if keyspace.KeyBase("p:", "{") == keyspace.KeyBase("p:", "%7B") {
 		t.Error("escaping is not injective")
 	}
 }
@@ -171,15 +172,15 @@ func TestKeyBaseKeepsOneHashTag(t *testing.T) {
 func TestParseKeyBaseInvertsKeyBase(t *testing.T) {
 	for _, name := range []string{"a", "a}b{c", "{", "}", "{}", "%7B", "%", "with space", "ü\x00\xff", "x:y"} {
 		for _, suffix := range []string{"", ":fence", ":sem:holders"} {
-			p, n, s, ok := ParseKeyBase(KeyBase("latch:", name) + suffix)
+			p, n, s, ok := keyspace.ParseKeyBase(keyspace.KeyBase("latch:", name) + suffix)
 			if !ok || p != "latch:" || n != name || s != suffix {
-				t.Errorf("ParseKeyBase(KeyBase(%q)+%q) = %q, %q, %q, %v", name, suffix, p, n, s, ok)
+				t.Errorf("ParseKeyBase(keyspace.KeyBase(%q)+%q) = %q, %q, %q, %v", name, suffix, p, n, s, ok)
 			}
 		}
 	}
 	for _, bad := range []string{"plain", "p{open", "p{%zz}", "p{%7}", "x{a{b}"} {
-		if _, _, _, ok := ParseKeyBase(bad); ok {
-			t.Errorf("ParseKeyBase(%q) accepted a key KeyBase cannot make", bad)
+		if _, _, _, ok := keyspace.ParseKeyBase(bad); ok {
+			t.Errorf("ParseKeyBase(%q) accepted a key keyspace.KeyBase cannot make", bad)
 		}
 	}
 }
@@ -271,7 +272,7 @@ func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 	}
 	// The retries run in the background: the caller is not held past its
 	// deadline.
-	q := KeyBase(DefaultPrefix, "w") + ":q"
+	q := keyspace.KeyBase(DefaultPrefix, "w") + ":q"
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		members, _ := m.ZMembers(q)
 		if fb.seen.Load() == 4 && len(members) == 0 {
@@ -288,10 +289,10 @@ func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 // +sub+":rel", for names KeyBase escapes too, and appending to the keys
 // KeysOf returns cannot write over the channel.
 func TestLayoutNames(t *testing.T) {
-	for _, l := range Layouts() {
+	for _, l := range keyspace.Layouts() {
 		for _, name := range []string{"a", "order-12345", "we{ir}d%"} {
-			got := l.names("pre:", name)
-			base := KeyBase("pre:", name) + l.Sub
+			got := l.Names("pre:", name)
+			base := keyspace.KeyBase("pre:", name) + l.Sub
 			if len(got) != len(l.Keys)+1 {
 				t.Fatalf("%s %q: %d names, want %d", l.Kind, name, len(got), len(l.Keys)+1)
 			}

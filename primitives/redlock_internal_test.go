@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -27,8 +28,8 @@ func TestRedlockReleaseWithSilentHolderIsNotLost(t *testing.T) {
 	for i := range 5 {
 		m, b := newMiniBackend(t)
 		if i >= 3 {
-			m.Set(KeyBase(DefaultPrefix, "r"), "someone else")
-			m.SetTTL(KeyBase(DefaultPrefix, "r"), time.Minute) // as latchkit writes a lock: one without expiry is refused
+			m.Set(keyspace.KeyBase(DefaultPrefix, "r"), "someone else")
+			m.SetTTL(keyspace.KeyBase(DefaultPrefix, "r"), time.Minute) // as latchkit writes a lock: one without expiry is refused
 		}
 		if i == 2 {
 			hung = newHangs(b)
@@ -85,7 +86,7 @@ func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
 	for i := range 3 {
 		m, b := newMiniBackend(t)
 		if i == 0 {
-			m.Set(KeyBase(DefaultPrefix, "f")+":fence", strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10))
+			m.Set(keyspace.KeyBase(DefaultPrefix, "f")+":fence", strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10))
 		} else {
 			f := &flakyRaise{Backend: b}
 			f.n.Store(1)

@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func zcardAtLeast(ctx context.Context, c *redis.Client, key string, n int64) boo
 	return err == nil && got >= n
 }
 
-func mutexQueued(l Layout) func(ctx context.Context, c *redis.Client, prefix, name string) bool {
+func mutexQueued(l keyspace.Layout) func(ctx context.Context, c *redis.Client, prefix, name string) bool {
 	return func(ctx context.Context, c *redis.Client, prefix, name string) bool {
 		return zcardAtLeast(ctx, c, l.KeysOf(prefix, name)[5], 1)
 	}
@@ -51,7 +52,7 @@ func mutexQueued(l Layout) func(ctx context.Context, c *redis.Client, prefix, na
 
 func fairQueued(ctx context.Context, c *redis.Client, prefix, name string) bool {
 	// The holder's ticket and the waiter's.
-	return zcardAtLeast(ctx, c, FairLayout.KeysOf(prefix, name)[0], 2)
+	return zcardAtLeast(ctx, c, keyspace.FairLayout.KeysOf(prefix, name)[0], 2)
 }
 
 var retryKinds = []retryKind{
@@ -61,7 +62,7 @@ var retryKinds = []retryKind{
 			return nil, nil, err
 		}
 		return m.TryLock, m.Lock, nil
-	}, mutexQueued(MutexLayout)},
+	}, mutexQueued(keyspace.MutexLayout)},
 	{"Election", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
 		e, err := NewElection(b, name, opts...)
 		if err != nil {
@@ -69,7 +70,7 @@ var retryKinds = []retryKind{
 		}
 		return func(ctx context.Context) (latchkit.Lease, error) { return e.TryCampaign(ctx, "v") },
 			func(ctx context.Context) (latchkit.Lease, error) { return e.Campaign(ctx, "v") }, nil
-	}, mutexQueued(ElectionLayout)},
+	}, mutexQueued(keyspace.ElectionLayout)},
 	{"MultiLock", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
 		m, err := NewMultiLock(b, []string{name + "1", name + "2"}, opts...)
 		if err != nil {
@@ -77,7 +78,7 @@ var retryKinds = []retryKind{
 		}
 		return m.TryLock, m.Lock, nil
 	}, func(ctx context.Context, c *redis.Client, prefix, name string) bool {
-		return mutexQueued(MutexLayout)(ctx, c, prefix, name+"1") || mutexQueued(MutexLayout)(ctx, c, prefix, name+"2")
+		return mutexQueued(keyspace.MutexLayout)(ctx, c, prefix, name+"1") || mutexQueued(keyspace.MutexLayout)(ctx, c, prefix, name+"2")
 	}},
 	{"Redlock(1)", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
 		// The default per-instance timeout (a twentieth of the TTL, 5 ms

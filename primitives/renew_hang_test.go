@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync"
 	"testing"
@@ -152,7 +153,7 @@ func TestRenewHungNodeDelaysOnlyItsLeases(t *testing.T) {
 		if !wl.end().IsZero() {
 			t.Fatalf("L, on a healthy node, was lost %v after its grant: %v", wl.end().Sub(wl.granted), context.Cause(l.Context()))
 		}
-		if m.TTL(KeyBase("B:", "l")) <= 0 && !m.Exists(KeyBase("B:", "l")) {
+		if m.TTL(keyspace.KeyBase("B:", "l")) <= 0 && !m.Exists(keyspace.KeyBase("B:", "l")) {
 			t.Fatal("L's key expired on the server: it was not renewed")
 		}
 	}
@@ -193,7 +194,7 @@ func TestRenewExtendOnlyToldAtOnce(t *testing.T) {
 	wy := watchLease(ly, time.Now(), ttlY)
 	hx.stop("")
 	time.Sleep(100 * time.Millisecond)
-	my.Del(KeyBase(DefaultPrefix, "y"))
+	my.Del(keyspace.KeyBase(DefaultPrefix, "y"))
 	deleted := time.Now()
 	for deadline := time.Now().Add(2 * ttlY); wy.end().IsZero() && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"runtime"
 	"strings"
 	"sync"
@@ -153,7 +154,7 @@ func TestRenew10kLeases(t *testing.T) {
 		pipe := check.Pipeline()
 		cmds := make([]*redis.DurationCmd, n)
 		for i := range n {
-			cmds[i] = pipe.PTTL(context.Background(), KeyBase("r10k:", fmt.Sprint(i)))
+			cmds[i] = pipe.PTTL(context.Background(), keyspace.KeyBase("r10k:", fmt.Sprint(i)))
 		}
 		if _, err := pipe.Exec(context.Background()); err != nil {
 			t.Fatal(err)
@@ -201,7 +202,7 @@ func TestExtendRacingRenewalsKeepsExtendTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	key := KeyBase(defaultPrefixForTest(mu), "x")
+	key := keyspace.KeyBase(defaultPrefixForTest(mu), "x")
 	for i := 1; i <= 60; i++ {
 		ttl := 30*time.Millisecond + time.Duration(i)*time.Millisecond
 		if err := l.Extend(ctx, ttl); err != nil {
@@ -248,7 +249,7 @@ func TestRenewalFindsLeaseGone(t *testing.T) {
 	}
 	lctx := l.Context()
 	time.Sleep(ttl / 2) // one renewal has happened
-	m.Del(KeyBase(mu.cfg.prefix, "gone"))
+	m.Del(keyspace.KeyBase(mu.cfg.prefix, "gone"))
 	deleted := time.Now()
 	select {
 	case <-lctx.Done():

@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
@@ -101,7 +102,7 @@ func (w rwWriter) renewCall(token string, ttl time.Duration) (backend.Backend, *
 // locks are the locks of a MultiLock's names, in the order of its keys:
 // the KEYS of multi_extend and multi_ttl.
 func (ml *multiLock) locks() []string {
-	n := len(MutexLayout.Keys)
+	n := len(keyspace.MutexLayout.Keys)
 	locks := make([]string, 0, len(ml.keys)/n)
 	for i := 0; i < len(ml.keys); i += n {
 		locks = append(locks, ml.keys[i])
@@ -116,7 +117,7 @@ func (ml *multiLock) renewCall(token string, ttl time.Duration) (backend.Backend
 	if ml.split {
 		return nil, nil, nil, nil, false
 	}
-	n := len(MutexLayout.Keys)
+	n := len(keyspace.MutexLayout.Keys)
 	notes := make([]string, 0, len(ml.keys)/n)
 	for i := 3; i < len(ml.keys); i += n {
 		notes = append(notes, ml.keys[i])

@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"slices"
 	"strings"
 	"sync"
@@ -123,7 +124,7 @@ func multiOpen(b backend.Backend, name string, opts ...Option) (func(context.Con
 // semHolders: the holders' zset, and every holder of a weight (the
 // weights hash but its "~" waiter mark) is one of them.
 func semHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]string, error) {
-	keys := SemLayout.KeysOf(prefix, name)
+	keys := keyspace.SemLayout.KeysOf(prefix, name)
 	hs, err := c.ZRange(ctx, keys[0], 0, -1).Result()
 	if err != nil {
 		return nil, err
@@ -142,12 +143,12 @@ func semHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]st
 
 // fairHolders: the holders' hash.
 func fairHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]string, error) {
-	return c.HKeys(ctx, FairLayout.KeysOf(prefix, name)[4]).Result()
+	return c.HKeys(ctx, keyspace.FairLayout.KeysOf(prefix, name)[4]).Result()
 }
 
 // rwHolders: the readers, then the writer.
 func rwHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]string, error) {
-	keys := RWLayout.KeysOf(prefix, name)
+	keys := keyspace.RWLayout.KeysOf(prefix, name)
 	hs, err := c.ZRange(ctx, keys[0], 0, -1).Result()
 	if err != nil {
 		return nil, err
@@ -167,7 +168,7 @@ func appendString(ctx context.Context, c *redis.Client, hs []string, key string)
 }
 
 func mutexHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]string, error) {
-	return appendString(ctx, c, nil, MutexLayout.KeysOf(prefix, name)[0])
+	return appendString(ctx, c, nil, keyspace.MutexLayout.KeysOf(prefix, name)[0])
 }
 
 // multiHolders: each name's lock holder, one entry per name held.
@@ -175,7 +176,7 @@ func multiHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]
 	var hs []string
 	for _, n := range []string{name + "1", name + "2"} {
 		var err error
-		if hs, err = appendString(ctx, c, hs, MutexLayout.KeysOf(prefix, n)[0]); err != nil {
+		if hs, err = appendString(ctx, c, hs, keyspace.MutexLayout.KeysOf(prefix, n)[0]); err != nil {
 			return nil, err
 		}
 	}

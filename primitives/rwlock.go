@@ -2,6 +2,7 @@ package primitives
 
 import (
 	"context"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"time"
 
 	"github.com/latchkit/latchkit"
@@ -69,10 +70,10 @@ func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	channel := RWLayout.Channel(cfg.prefix, name)
+	channel := keyspace.RWLayout.Channel(cfg.prefix, name)
 	rw := &rwlock{
 		b: b, name: name, cfg: cfg,
-		keys:    RWLayout.KeysOf(cfg.prefix, name),
+		keys:    keyspace.RWLayout.KeysOf(cfg.prefix, name),
 		channel: channel,
 		chans:   []string{channel},
 		ttlArg:  ms(cfg.ttl),

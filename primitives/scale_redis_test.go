@@ -3,6 +3,7 @@ package primitives_test
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,7 @@ func TestScaleWaitersShareOneSubscription(t *testing.T) {
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		var n int64
 		for i := range names {
-			q, err := admin.ZCard(ctx, primitives.KeyBase("latch:", fmt.Sprintf("n%d", i))+":q").Result()
+			q, err := admin.ZCard(ctx, keyspace.KeyBase("latch:", fmt.Sprintf("n%d", i))+":q").Result()
 			if err != nil {
 				t.Fatal(err)
 			}

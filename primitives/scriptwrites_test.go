@@ -3,6 +3,7 @@ package primitives_test
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
 
@@ -86,23 +87,23 @@ func TestWrongTypeAttemptChangesNothing(t *testing.T) {
 		bad     string
 		attempt func() (latchkit.Lease, error)
 	}{
-		{"Semaphore/fence 1.5", primitives.SemLayout.KeysOf(p, "s1")[1], "1.5", func() (latchkit.Lease, error) {
+		{"Semaphore/fence 1.5", keyspace.SemLayout.KeysOf(p, "s1")[1], "1.5", func() (latchkit.Lease, error) {
 			sem, _ := primitives.NewSemaphore(b, "s1", 1)
 			return sem.TryAcquire(ctx)
 		}},
-		{"Semaphore/fence 0x10", primitives.SemLayout.KeysOf(p, "s2")[1], "0x10", func() (latchkit.Lease, error) {
+		{"Semaphore/fence 0x10", keyspace.SemLayout.KeysOf(p, "s2")[1], "0x10", func() (latchkit.Lease, error) {
 			sem, _ := primitives.NewSemaphore(b, "s2", 1)
 			return sem.TryAcquire(ctx)
 		}},
-		{"RWLock/read fence 1.5", primitives.RWLayout.KeysOf(p, "r1")[3], "1.5", func() (latchkit.Lease, error) {
+		{"RWLock/read fence 1.5", keyspace.RWLayout.KeysOf(p, "r1")[3], "1.5", func() (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(b, "r1")
 			return rw.TryRLock(ctx)
 		}},
-		{"RWLock/write annotations", primitives.RWLayout.KeysOf(p, "r2")[6], "not a hash", func() (latchkit.Lease, error) {
+		{"RWLock/write annotations", keyspace.RWLayout.KeysOf(p, "r2")[6], "not a hash", func() (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(b, "r2", annotate)
 			return rw.TryLock(ctx)
 		}},
-		{"RWLock/read annotations", primitives.RWLayout.KeysOf(p, "r3")[6], "not a hash", func() (latchkit.Lease, error) {
+		{"RWLock/read annotations", keyspace.RWLayout.KeysOf(p, "r3")[6], "not a hash", func() (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(b, "r3", annotate)
 			return rw.TryRLock(ctx)
 		}},

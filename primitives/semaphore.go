@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"time"
 
@@ -80,7 +81,7 @@ func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Se
 }
 
 func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*semaphore, error) {
-	st, err := newSite(SemLayout, kind, b, name, limit, opts)
+	st, err := newSite(keyspace.SemLayout, kind, b, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}

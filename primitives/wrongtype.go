@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ var keyTypesScript = loadScript("key_types")
 // latchkit keeps there, for every layout.
 var layoutTypes = func() map[string]string {
 	m := map[string]string{}
-	for _, l := range Layouts() {
+	for _, l := range keyspace.Layouts() {
 		for _, k := range l.Keys {
 			if t, ok := m[l.Sub+k.Suffix]; ok && t != k.Type {
 				panic(fmt.Sprintf("primitives: key suffix %q has types %s and %s", l.Sub+k.Suffix, t, k.Type))
@@ -69,7 +70,7 @@ func wrongKey(ctx context.Context, b backend.Backend, keys []string) string {
 	}
 	for i, k := range keys {
 		got, _ := types[i].(string)
-		_, _, suffix, ok := ParseKeyBase(k)
+		_, _, suffix, ok := keyspace.ParseKeyBase(k)
 		want, known := layoutTypes[suffix]
 		if !ok || !known || got == "" || got == "none" || got == want {
 			continue

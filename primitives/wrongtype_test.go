@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"regexp"
 	"slices"
 	"strings"
@@ -66,7 +67,7 @@ func checkCleanRefusal(t *testing.T, err error, key, what string) {
 // wrongTypeCase is a primitive whose acquire meets a key of another type.
 type wrongTypeCase struct {
 	kind   string
-	layout primitives.Layout
+	layout keyspace.Layout
 	name   string
 	// unread are the indexes of the layout's keys this acquire does not
 	// read (a Try's wait queue): it may succeed, and must leave them be.
@@ -87,36 +88,36 @@ var annotated = primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.A
 func wrongTypeCases(prefix string) []wrongTypeCase {
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(time.Minute), annotated}
 	return []wrongTypeCase{
-		{"Mutex", primitives.MutexLayout, "m", []int{2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Mutex", keyspace.MutexLayout, "m", []int{2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			m, _ := primitives.NewMutex(b, name, opts...)
 			return m.TryLock(ctx)
 		}},
-		{"Semaphore", primitives.SemLayout, "s", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Semaphore", keyspace.SemLayout, "s", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			s, _ := primitives.NewSemaphore(b, name, 2, opts...)
 			return s.TryAcquire(ctx)
 		}},
-		{"RWLock/write", primitives.RWLayout, "w", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"RWLock/write", keyspace.RWLayout, "w", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(b, name, opts...)
 			return rw.TryLock(ctx)
 		}},
-		{"RWLock/read", primitives.RWLayout, "r", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"RWLock/read", keyspace.RWLayout, "r", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(b, name, opts...)
 			return rw.TryRLock(ctx)
 		}},
-		{"FairSemaphore", primitives.FairLayout, "f", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"FairSemaphore", keyspace.FairLayout, "f", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			s, _ := primitives.NewFairSemaphore(b, name, 2, opts...)
 			return s.TryAcquire(ctx)
 		}},
-		{"Latch/set", primitives.LatchLayout, "l", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Latch/set", keyspace.LatchLayout, "l", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			l, _ := primitives.NewLatch(b, name, primitives.WithPrefix(prefix))
 			_, err := l.TrySetCount(ctx, 2)
 			return nil, err
 		}},
-		{"Latch/countdown", primitives.LatchLayout, "d", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Latch/countdown", keyspace.LatchLayout, "d", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			l, _ := primitives.NewLatch(b, name, primitives.WithPrefix(prefix))
 			return nil, l.CountDown(ctx)
 		}},
-		{"Election", primitives.ElectionLayout, "e", []int{2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Election", keyspace.ElectionLayout, "e", []int{2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			e, _ := primitives.NewElection(b, name, opts...)
 			return e.TryCampaign(ctx, "me")
 		}},
@@ -189,7 +190,7 @@ func TestForeignLockKeyWithoutExpiry(t *testing.T) {
 			dbs = append(dbs, dc)
 			rl = append(rl, goredis.New(dc))
 		}
-		mutexKey := func(name string) string { return primitives.MutexLayout.KeysOf(prefix, name)[0] }
+		mutexKey := func(name string) string { return keyspace.MutexLayout.KeysOf(prefix, name)[0] }
 		cases := []struct {
 			kind    string
 			key     string
@@ -212,19 +213,19 @@ func TestForeignLockKeyWithoutExpiry(t *testing.T) {
 				m, _ := primitives.NewMultiLock(b, []string{"a", "b", "c"}, opts...)
 				return m.Lock(ctx)
 			}},
-			{"Election/Campaign", primitives.ElectionLayout.KeysOf(prefix, "e")[0], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
+			{"Election/Campaign", keyspace.ElectionLayout.KeysOf(prefix, "e")[0], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
 				e, _ := primitives.NewElection(b, "e", opts...)
 				return e.Campaign(ctx, "me")
 			}},
-			{"RWLock/TryLock", primitives.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
+			{"RWLock/TryLock", keyspace.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
 				rw, _ := primitives.NewRWLock(b, "w", opts...)
 				return rw.TryLock(ctx)
 			}},
-			{"RWLock/Lock", primitives.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
+			{"RWLock/Lock", keyspace.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
 				rw, _ := primitives.NewRWLock(b, "w", opts...)
 				return rw.Lock(ctx)
 			}},
-			{"RWLock/RLock", primitives.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
+			{"RWLock/RLock", keyspace.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
 				rw, _ := primitives.NewRWLock(b, "w", opts...)
 				return rw.RLock(ctx)
 			}},

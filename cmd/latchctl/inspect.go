@@ -40,6 +40,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"io"
 	"slices"
 	"strconv"
@@ -54,7 +55,7 @@ import (
 	"github.com/latchkit/latchkit/pubsub"
 )
 
-// kind is the key layout of one kind of primitive (primitives.Layout),
+// kind is the key layout of one kind of primitive (keyspace.Layout),
 // and how inspect shows it.
 type kind struct {
 	name    string    // latchctl's name of it, in -kind and output: a latchkit.Kind (see layoutNames)
@@ -84,7 +85,7 @@ var kinds = func() []kind {
 		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair, "election": showElection, "latch": showLatch,
 	}
 	var ks []kind
-	for _, l := range primitives.Layouts() {
+	for _, l := range keyspace.Layouts() {
 		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind], head: fenceHead}
 		if n, ok := layoutNames[l.Kind]; ok {
 			k.name, k.aliases = n.name, n.aliases
@@ -104,7 +105,7 @@ var kinds = func() []kind {
 	return ks
 }()
 
-// layoutNames maps the Kind of a primitives.Layout to latchctl's name of
+// layoutNames maps the Kind of a keyspace.Layout to latchctl's name of
 // it, the latchkit.Kind of the primitives it holds as spans, metrics and
 // logs name them (one vocabulary: issue 30), and the other -kind values it
 // takes: the latchkit.Kinds whose keys the layout also holds, and the
@@ -414,7 +415,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		show = []kind{*k}
 	}
-	base := primitives.KeyBase(o.prefix, name)
+	base := keyspace.KeyBase(o.prefix, name)
 	var keys []string
 	for _, k := range show {
 		keys = append(keys, k.allKeys(base)...)
@@ -744,7 +745,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			keys, _ := a[1].([]any)
 			for _, key := range keys {
-				prefix, name, suffix, ok := primitives.ParseKeyBase(fmt.Sprint(key))
+				prefix, name, suffix, ok := keyspace.ParseKeyBase(fmt.Sprint(key))
 				if k := kindOfSuffix(suffix); ok && prefix == o.prefix && k != nil {
 					seen[entry{name, k.name}] = true
 				}
@@ -818,7 +819,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%w: refusing to release %s %s: a forced release takes the primitive away from whoever holds it; "+
 			"give -force and -confirm %s to do it (nothing was changed)", errUsage, k.name, printable(name), printable(name))
 	}
-	base := primitives.KeyBase(o.prefix, name)
+	base := keyspace.KeyBase(o.prefix, name)
 	keys := k.releaseKeys(base)
 	fenced := ""
 	if k.fenced {

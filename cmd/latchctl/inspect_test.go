@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,7 +133,7 @@ func TestInspectMutex(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := must[latchkit.Lease](t)(m.Lock(ctx)) // its fence is the counter's value
-	e.do(t, "SET", primitives.KeyBase("latch:", "orders")+":who", traceparent, "PX", 60000)
+	e.do(t, "SET", keyspace.KeyBase("latch:", "orders")+":who", traceparent, "PX", 60000)
 	for _, args := range [][]string{
 		{"inspect", "orders"},
 		{"inspect", "orders", "-kind", "mutex"},
@@ -152,7 +153,7 @@ func TestInspectMutex(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	waited := make(chan error, 1)
 	go func() { _, err := m.Lock(wctx); waited <- err }()
-	base := primitives.KeyBase("latch:", "orders")
+	base := keyspace.KeyBase("latch:", "orders")
 	deadline := time.Now().Add(10 * time.Second)
 	for e.do(t, "ZCARD", base+":q") != int64(1) {
 		if time.Now().After(deadline) {
@@ -196,7 +197,7 @@ func TestInspectRWLock(t *testing.T) {
 	rw := must[primitives.RWLock](t)(primitives.NewRWLock(e.b, "doc", holdOpts...))
 	r1 := must[latchkit.Lease](t)(rw.RLock(ctx))
 	r2 := must[latchkit.Lease](t)(rw.RLock(ctx))
-	base := primitives.KeyBase("latch:", "doc") + ":rw"
+	base := keyspace.KeyBase("latch:", "doc") + ":rw"
 	e.do(t, "HSET", base+":who", r2.Token(), traceparent)
 
 	got := make(chan latchkit.Lease, 1)
@@ -253,7 +254,7 @@ func TestInspectSemaphores(t *testing.T) {
 	h2 := must[latchkit.Lease](t)(sem.Acquire(ctx))
 	defer h1.Release(ctx)
 	defer h2.Release(ctx)
-	e.do(t, "HSET", primitives.KeyBase("latch:", "pool")+":sem:who", h1.Token(), traceparent)
+	e.do(t, "HSET", keyspace.KeyBase("latch:", "pool")+":sem:who", h1.Token(), traceparent)
 	out := e.mustRun(t, "inspect", "pool")
 	t.Logf("semaphore:\n%s", out)
 	if ln := holderLine(t, out, "holder", h1); !strings.HasSuffix(ln, " trace="+traceID) {
@@ -268,7 +269,7 @@ func TestInspectSemaphores(t *testing.T) {
 	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 1, holdOpts...))
 	f1 := must[latchkit.Lease](t)(fair.Acquire(ctx))
 	defer f1.Release(ctx)
-	base := primitives.KeyBase("latch:", "pool") + ":fair"
+	base := keyspace.KeyBase("latch:", "pool") + ":fair"
 	e.do(t, "HSET", base+":who", f1.Token(), traceparent)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -432,7 +433,7 @@ func TestReleaseForce(t *testing.T) {
 			name := "stuck " + c.kind
 			acquire := c.build(name)
 			k := must[*kind](t)(kindByName(c.kind))
-			base := primitives.KeyBase("latch:", name)
+			base := keyspace.KeyBase("latch:", name)
 			fenceKey := k.fenceKey(base)
 			release := []string{"release", name, "-kind", c.kind, "-force", "-confirm", name}
 
@@ -598,7 +599,7 @@ func TestReleaseForceLatch(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.Wait(ctx) }()
-	channel := primitives.LatchLayout.Channel("latch:", "stuck")
+	channel := keyspace.LatchLayout.Channel("latch:", "stuck")
 	waitFor(t, "the waiter to subscribe", func() bool {
 		return e.do(t, "PUBSUB", "NUMSUB", channel).([]any)[1] == int64(1)
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"io"
 	"strconv"
 
@@ -75,7 +76,7 @@ var semKinds = map[string]string{semKind: semKind, fairSemKind: fairSemKind, "se
 // semKindOf is the kind of semaphore (semaphore or fair_semaphore) with
 // keys under name, or an error when none or both have keys.
 func semKindOf(ctx context.Context, b backend.Backend, prefix, name string) (string, error) {
-	base := primitives.KeyBase(prefix, name)
+	base := keyspace.KeyBase(prefix, name)
 	var found []string
 	for _, kn := range []string{semKind, fairSemKind} {
 		k, err := kindByName(kn)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,7 +54,7 @@ func TestModelElection(t *testing.T) {
 			}
 			els = append(els, e)
 		}
-		keys := primitives.ElectionLayout.KeysOf(prefix, "e")
+		keys := keyspace.ElectionLayout.KeysOf(prefix, "e")
 		lockKey, queueKey, seatKey := keys[0], keys[5], keys[7]
 		fences := &fenceSeq{}
 		values := map[*mlease]string{}

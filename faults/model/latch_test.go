@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"math"
 	"strconv"
 	"testing"
@@ -74,7 +75,7 @@ func TestModelLatch(t *testing.T) {
 			}
 			lts = append(lts, l)
 		}
-		key := primitives.LatchLayout.KeysOf(prefix, "l")[0]
+		key := keyspace.LatchLayout.KeysOf(prefix, "l")[0]
 		var (
 			count int64
 			exp   time.Time // when the key expires; zero: no key

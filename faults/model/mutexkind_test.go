@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"maps"
 	"slices"
 	"testing"
@@ -58,7 +59,7 @@ func lockKeys(r *rig, prefix string, names ...string) map[string][]time.Duration
 	out := map[string][]time.Duration{}
 	for _, m := range r.servers() {
 		for _, n := range names {
-			k := primitives.MutexLayout.KeysOf(prefix, n)[0]
+			k := keyspace.MutexLayout.KeysOf(prefix, n)[0]
 			if v, err := m.Get(k); err == nil {
 				out[v] = append(out[v], m.TTL(k))
 			}
@@ -84,7 +85,7 @@ var mutexKinds = []mutexKind{
 			return primitives.NewFairMutex(r.clients[c].b, "m", o...)
 		},
 		held: func(r *rig, p string) map[string][]time.Duration {
-			keys := primitives.FairLayout.KeysOf(p, "m")
+			keys := keyspace.FairLayout.KeysOf(p, "m")
 			out := map[string][]time.Duration{}
 			hs, _ := r.m.HKeys(keys[4])
 			for _, h := range hs {
@@ -369,11 +370,11 @@ func redlockFaults(r *rig, ls *leases, mus []primitives.Mutex, granted func(*rap
 			for _, h := range ls.live() {
 				on := 0
 				for _, m := range r.servers() {
-					if v, err := m.Get(primitives.MutexLayout.KeysOf(ls.prefix, "m")[0]); err == nil && v == h.l.Token() {
+					if v, err := m.Get(keyspace.MutexLayout.KeysOf(ls.prefix, "m")[0]); err == nil && v == h.l.Token() {
 						on++
 					}
 				}
-				if v, _ := r.servers()[i].Get(primitives.MutexLayout.KeysOf(ls.prefix, "m")[0]); v == h.l.Token() && on <= 2 {
+				if v, _ := r.servers()[i].Get(keyspace.MutexLayout.KeysOf(ls.prefix, "m")[0]); v == h.l.Token() && on <= 2 {
 					t.Skip("the holder would be left on fewer than a quorum")
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestModelReentrantMutex(t *testing.T) {
 			mus = append(mus, mu)
 			owners = append(owners, primitives.WithOwner(context.Background(), fmt.Sprint("owner", c)))
 		}
-		lockKey := primitives.MutexLayout.KeysOf(prefix, "m")[0]
+		lockKey := keyspace.MutexLayout.KeysOf(prefix, "m")[0]
 		var fences fenceSeq
 		var levels []*level
 		hold := make([]*mlease, len(r.clients)) // each owner's grant, as its middleware tracks it

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"os"
 	"strconv"
 	"testing"
@@ -114,7 +115,7 @@ func TestFairSetLimitPausedWaiter(t *testing.T) {
 		sems[i], _ = primitives.NewFairSemaphore(r.clients[i].b, "f", 6, opts...)
 	}
 	ctx := context.Background()
-	keys := primitives.FairLayout.KeysOf(prefix, "f")
+	keys := keyspace.FairLayout.KeysOf(prefix, "f")
 	held := func(step string, want int) {
 		t.Helper()
 		sum := 0
@@ -239,7 +240,7 @@ func redlockLateCopyOnMinority(t *testing.T, r *rig, c int) {
 		t.Fatalf("TryLock of a held Redlock: %v, want ErrNotAcquired", err)
 	}
 	r.settle()
-	key := primitives.MutexLayout.KeysOf(prefix, "m")[0]
+	key := keyspace.MutexLayout.KeysOf(prefix, "m")[0]
 	if v, err := r.m.Get(key); err == nil {
 		t.Fatalf("after B's refused TryLock, the instance that answered late is held by %q (A holds %q): a token nobody has", v, la.Token())
 	}

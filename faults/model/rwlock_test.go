@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestModelRWLock(t *testing.T) {
 			}
 			rws = append(rws, rw)
 		}
-		keys := primitives.RWLayout.KeysOf(prefix, "rw")
+		keys := keyspace.RWLayout.KeysOf(prefix, "rw")
 		fences := &fenceSeq{}
 		client := func(t *rapid.T) int { return r.clientDraw(t, "client") }
 		writer := func() *mlease {

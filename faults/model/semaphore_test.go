@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 type semKind struct {
 	name    string
 	new     func(b backend.Backend, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
-	layout  primitives.Layout
+	layout  keyspace.Layout
 	holders func(r *rig, keys []string) map[string]int64
 	// exactHint: a refused Try's wait hint is the earliest holder's
 	// remaining time.
@@ -29,7 +30,7 @@ type semKind struct {
 }
 
 var semKinds = []semKind{
-	{name: "Semaphore", new: primitives.NewSemaphore, layout: primitives.SemLayout, exactHint: true,
+	{name: "Semaphore", new: primitives.NewSemaphore, layout: keyspace.SemLayout, exactHint: true,
 		holders: func(r *rig, keys []string) map[string]int64 {
 			out := map[string]int64{}
 			ms, _ := r.m.ZMembers(keys[0])
@@ -40,7 +41,7 @@ var semKinds = []semKind{
 			}
 			return out
 		}},
-	{name: "FairSemaphore", new: primitives.NewFairSemaphore, layout: primitives.FairLayout,
+	{name: "FairSemaphore", new: primitives.NewFairSemaphore, layout: keyspace.FairLayout,
 		holders: func(r *rig, keys []string) map[string]int64 {
 			out := map[string]int64{}
 			hs, _ := r.m.HKeys(keys[4])

@@ -1,0 +1,208 @@
+// Package keyspace is the key layout of every primitive: the one
+// description of the keys each kind keeps, in its scripts' order, which the
+// primitives make their keys from, latchctl reads and releases primitives
+// by, and the conformance suite and the fault tests inspect them by.
+package keyspace
+
+import (
+	"strings"
+)
+
+// Layout is the key layout of one kind of primitive: the keys it keeps
+// below its KeyBase, in the order its scripts take them as KEYS, each with
+// its Redis type, and its release channel. It is the one description of
+// the layout: the primitives make their keys from it, latchctl reads and
+// releases primitives by it, and the conformance suite inspects them by it.
+type Layout struct {
+	// Kind names the layout: "mutex", "rw", "sem", "fairsem", "election" or "latch".
+	Kind string
+	// Sub follows the KeyBase in every key: "", ":rw", ":sem", ":fair",
+	// ":latch".
+	Sub string
+	// Keys are the keys, in script order; Keys[i].Suffix follows Sub.
+	Keys []LayoutKey
+}
+
+// LayoutKey is one key of a Layout.
+type LayoutKey struct {
+	Suffix string // after the KeyBase and the layout's Sub
+	Type   string // its Redis type: "string", "zset" or "hash"
+	// Fence marks the fence counter: kept for as long as fences must
+	// keep increasing, never deleted by a forced release.
+	Fence bool
+	// Setting marks a key that holds a setting rather than state (a
+	// semaphore's stored limit, see SetLimit): a forced release keeps it.
+	Setting bool
+}
+
+// The layouts. A Mutex's is also that of a ReentrantMutex, of each name of
+// a MultiLock and of a Redlock on each instance (which uses its first
+// five keys); a FairMutex is a FairSemaphore of one permit.
+var (
+	// MutexLayout: the lock (the holder's token, PX ttl), the fence
+	// counter, the release marker (reserved: no script writes or reads
+	// it; it keeps its place so that the others keep theirs in every
+	// script's KEYS), the holder's annotation, the tokens that finished
+	// in the last markerTTL (zset token -> server ms: released, handed
+	// over or given back; see remember in lua/prelude.lua: a retried
+	// release finds its token there, a late copy of an attempt is refused
+	// by it), the wait queue (zset entry -> place) and the waiters'
+	// liveness (zset entry -> expiry). Once a name's last lease has
+	// ended, it keeps the fence counter (the retention) and the finished
+	// tokens (markerTTL after the last release or give-back), whatever the
+	// number of releases.
+	MutexLayout = Layout{"mutex", "", []LayoutKey{{Suffix: "", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true},
+		{Suffix: ":released", Type: "string"}, {Suffix: ":who", Type: "string"}, {Suffix: ":gone", Type: "zset"},
+		{Suffix: ":q", Type: "zset"}, {Suffix: ":qlive", Type: "zset"}}}
+	// RWLayout: readers (zset token -> expiry), the writer, waiting
+	// writers' intents, the fence counter, holders' fences, the tokens
+	// that recently finished, holders' annotations.
+	RWLayout = Layout{"rw", ":rw", []LayoutKey{{Suffix: ":readers", Type: "zset"}, {Suffix: ":writer", Type: "string"},
+		{Suffix: ":waiting", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":fences", Type: "hash"},
+		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}}}
+	// SemLayout: holders (zset token -> expiry), the fence counter,
+	// holders' fences, the tokens that recently finished, holders'
+	// annotations, holders' weights (hash token -> permits, only above
+	// one), the stored limit (SetLimit).
+	SemLayout = Layout{"sem", ":sem", []LayoutKey{{Suffix: "", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true},
+		{Suffix: ":fences", Type: "hash"}, {Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"},
+		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
+	// FairLayout: the ticket queue, liveness, the ticket counter, the fence
+	// counter, holders (hash token -> fence), the tokens that recently
+	// finished, holders' annotations, waiters' inboxes, tickets' weights
+	// (hash token -> permits, only above one), the stored limit
+	// (SetLimit).
+	FairLayout = Layout{"fairsem", ":fair", []LayoutKey{{Suffix: ":queue", Type: "zset"}, {Suffix: ":alive", Type: "zset"},
+		{Suffix: ":tickets", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":holders", Type: "hash"},
+		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}, {Suffix: ":box", Type: "hash"},
+		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
+	// LatchLayout: one hash holding the count, the count set, the round
+	// (the setting call's id) and the ids of the calls that set or
+	// counted (see lua/latch_set.lua). A latch has no fence counter.
+	LatchLayout = Layout{"latch", ":latch", []LayoutKey{{Suffix: "", Type: "hash"}}}
+)
+
+// ElectionLayout: an Election is a Mutex of its own (its first seven keys
+// are the Mutex layout's, under ":el") with the seat (hash v -> the
+// leader's value, f -> its fence, expiring with the lock) and the waiting
+// candidates' values (hash queue entry -> value).
+var ElectionLayout = Layout{"election", ":el", append(append([]LayoutKey(nil), MutexLayout.Keys...),
+	LayoutKey{Suffix: ":seat", Type: "hash"}, LayoutKey{Suffix: ":cand", Type: "hash"})}
+
+// Layouts are every layout, for tools that look at Redis.
+func Layouts() []Layout {
+	return []Layout{MutexLayout, RWLayout, SemLayout, FairLayout, ElectionLayout, LatchLayout}
+}
+
+// KeysOf returns the keys of the primitive named name under prefix, in
+// script order.
+func (l Layout) KeysOf(prefix, name string) []string {
+	return l.Names(prefix, name)[:len(l.Keys):len(l.Keys)]
+}
+
+// names returns the primitive's keys in script order followed by its
+// channel (len(l.Keys)+1 strings), made with three allocations whatever
+// their number: they are slices of one string. A primitive is often made
+// for one use (a Mutex per entity name), so its construction counts.
+func (l Layout) Names(prefix, name string) []string {
+	base := KeyBase(prefix, name)
+	n := (len(base)+len(l.Sub))*(len(l.Keys)+1) + len(channelSuffix)
+	for _, k := range l.Keys {
+		n += len(k.Suffix)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, k := range l.Keys {
+		b.WriteString(base)
+		b.WriteString(l.Sub)
+		b.WriteString(k.Suffix)
+	}
+	b.WriteString(base)
+	b.WriteString(l.Sub)
+	b.WriteString(channelSuffix)
+	all, stem := b.String(), len(base)+len(l.Sub)
+	out := make([]string, len(l.Keys)+1)
+	for i, k := range l.Keys {
+		out[i], all = all[:stem+len(k.Suffix)], all[stem+len(k.Suffix):]
+	}
+	out[len(l.Keys)] = all
+	return out
+}
+
+// Channel is the channel the primitive's releases are published on, and
+// its waiters listen to.
+func (l Layout) Channel(prefix, name string) string {
+	return KeyBase(prefix, name) + l.Sub + channelSuffix
+}
+
+// channelSuffix ends a primitive's channel (see Channel and names).
+const channelSuffix = ":rel"
+
+// KeyBase is the hash-tagged root of a primitive's keys: prefix{name}, the
+// name escaped so that a '{' or '}' inside it cannot move the tag ('%',
+// '{' and '}' become %25, %7B and %7D): every key of a primitive then
+// hashes to one Cluster slot, whatever its name. A Mutex's lock is this key
+// itself; the other primitives add a suffix (":rw", ":sem", ":fair",
+// ":latch"). Tools that inspect Redis (latchctl) use it to find a
+// primitive's keys.
+func KeyBase(prefix, name string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(name) + 2)
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	for i := 0; i < len(name); i++ {
+		switch ch := name[i]; ch {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// ParseKeyBase splits a key made by KeyBase, possibly followed by a suffix
+// (":fence", ":sem:holders", ...), into the prefix, the unescaped name and
+// the suffix. It reports false for a key KeyBase did not make.
+func ParseKeyBase(key string) (prefix, name, suffix string, ok bool) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return "", "", "", false
+	}
+	end := strings.IndexByte(key[open:], '}')
+	if end < 0 {
+		return "", "", "", false
+	}
+	end += open
+	esc := key[open+1 : end]
+	if strings.IndexByte(esc, '{') >= 0 { // KeyBase escapes every brace of a name
+		return "", "", "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(esc); i++ {
+		if esc[i] != '%' {
+			b.WriteByte(esc[i])
+			continue
+		}
+		if i+2 >= len(esc) {
+			return "", "", "", false
+		}
+		switch esc[i+1 : i+3] {
+		case "25":
+			b.WriteByte('%')
+		case "7B":
+			b.WriteByte('{')
+		case "7D":
+			b.WriteByte('}')
+		default:
+			return "", "", "", false
+		}
+		i += 2
+	}
+	return key[:open], b.String(), key[end+1:], true
+}
