@@ -16,8 +16,8 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/pubsub"
 	"github.com/latchkit/latchkit/primitives"
-	"github.com/latchkit/latchkit/pubsub"
 )
 
 // RunHandOver checks the Mutex's hand-over: a waiting Lock queues, and a

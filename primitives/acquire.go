@@ -12,7 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 	"github.com/latchkit/latchkit/retry"
 )
 

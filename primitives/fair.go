@@ -8,7 +8,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
 // The FairSemaphore scripts (lua/fair_*.lua; keys in fair_acquire.lua):

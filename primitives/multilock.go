@@ -10,7 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
 // MultiLease is the lease of a MultiLock: besides Fence (the highest of its

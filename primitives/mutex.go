@@ -29,7 +29,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
 // Mutex is a lock held by one holder at a time.

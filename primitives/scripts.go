@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
 // The Lua scripts live in lua/, one file per script, each starting with a

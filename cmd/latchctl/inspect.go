@@ -51,8 +51,8 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/pubsub"
 	"github.com/latchkit/latchkit/primitives"
-	"github.com/latchkit/latchkit/pubsub"
 )
 
 // kind is the key layout of one kind of primitive (keyspace.Layout),

@@ -10,7 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 	"github.com/latchkit/latchkit/retry"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/internal/leakcheck"
-	"github.com/latchkit/latchkit/pubsub"
+	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
