@@ -9,12 +9,11 @@
 // rueidis family).
 // Another driver is added by implementing Backend and running the
 // conformance suite against it (package contracttest; each adapter has its
-// conformance_test.go). What adapters share lives here: Wrap classifies
+// conformance_test.go). What any adapter needs lives here: Wrap classifies
 // driver errors, Await bounds a call by its context whatever the driver
-// does, RunBatch and RunAck build Batcher and ReplicaAcker on a driver's
-// pipeline, SubState keeps a Subscription's state and pairs its
-// (UN)SUBSCRIBE calls with the confirmations a receive loop reads,
-// NormalizeArray normalizes an array reply.
+// does, Abandoned says a call was given up on. latchkit's own adapters
+// share more (batches with the NOSCRIPT fallback, the acknowledged eval,
+// subscription bookkeeping) in internal/adapterkit.
 package backend
 
 import (
@@ -164,14 +163,6 @@ type Call struct {
 	// alone; a connection failure or a done context fails every call it
 	// reached.
 	Err error
-}
-
-// FailCalls gives every call of a batch that cannot be sent (its context is
-// done, its client closed) the same error and no value.
-func FailCalls(calls []Call, err error) {
-	for i := range calls {
-		calls[i].Value, calls[i].Err = nil, err
-	}
 }
 
 // Batcher is an optional interface of a Backend that runs many script

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -160,27 +159,4 @@ func (e ownDeadline) As(target any) bool { return errors.As(e.err, target) }
 func deadlinePassed(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
-}
-
-// SubscriptionErr is the error of an operation on a Subscription that was
-// closed (ErrClosed) or whose connection died (dead, as reported to
-// Handler.Dropped); nil when neither.
-func SubscriptionErr(closed bool, dead error) error {
-	switch {
-	case closed:
-		return &Error{Class: ErrClosed}
-	case dead != nil:
-		return dead
-	}
-	return nil
-}
-
-// MarkOnce sets *flag under mu and reports whether it was unset: what a
-// Close that may be called more than once starts with.
-func MarkOnce(mu sync.Locker, flag *bool) bool {
-	mu.Lock()
-	defer mu.Unlock()
-	was := *flag
-	*flag = true
-	return !was
 }

@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync"
@@ -82,7 +83,7 @@ func (h *hangs) Eval(ctx context.Context, s *backend.Script, keys, args []string
 func (h *hangs) EvalBatch(ctx context.Context, calls []backend.Call) {
 	for _, c := range calls {
 		if err := h.block(ctx, c.Keys); err != nil {
-			backend.FailCalls(calls, err)
+			adapterkit.FailCalls(calls, err)
 			return
 		}
 	}

@@ -43,6 +43,7 @@ package goredis
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,13 +221,13 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 // an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 	start := time.Now()
-	backend.RunBatch(ctx, calls, !b.direct, b.pipeline)
+	adapterkit.RunBatch(ctx, calls, !b.direct, b.pipeline)
 	for i := range calls {
 		calls[i].Err = b.unreached(ctx, start, calls[i].Err)
 	}
 }
 
-// pipeline sends calls in one go-redis pipeline (see backend.Pipeline).
+// pipeline sends calls in one go-redis pipeline (see adapterkit.Pipeline).
 func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := b.c.Pipeline()
@@ -320,7 +321,7 @@ func wrap(ctx context.Context, err error) error {
 // ctx's end (see the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	start := time.Now()
-	v, n, err := backend.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
+	v, n, err := adapterkit.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return b.evalAck(ctx, s, keys, args, replicas, timeout)
 	})
 	return v, n, b.unreached(ctx, start, err)

@@ -3,6 +3,7 @@ package goredis
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"net"
 	"slices"
 	"time"
@@ -57,7 +58,7 @@ type subscription struct {
 	h      backend.Handler
 	health time.Duration
 	done   chan struct{}
-	state  backend.SubState // closed, dead, and the calls awaiting confirmations
+	state  adapterkit.SubState // closed, dead, and the calls awaiting confirmations
 }
 
 // Add subscribes to channels and returns once the server confirmed each.

@@ -56,6 +56,7 @@ package redigo
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"slices"
 	"strings"
 	"time"
@@ -128,7 +129,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 		var v backend.Value
 		err := b.withConn(ctx, func(c redis.Conn) error {
 			r, err := redis.DoContext(c, ctx, "EVALSHA", evalArgs(s.Hash(), keys, args)...)
-			if backend.IsNoScript(wrap(ctx, err)) {
+			if adapterkit.IsNoScript(wrap(ctx, err)) {
 				r, err = redis.DoContext(c, ctx, "EVAL", evalArgs(s.Source(), keys, args)...)
 			}
 			if err != nil {
@@ -179,10 +180,10 @@ func evalArgs(script string, keys, args []string) []any {
 // pipeline of EVAL. It returns by ctx's end (see the package doc); calls it
 // gave up on all get an error matching ctx.Err().
 func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
-	backend.RunBatch(ctx, calls, ctx.Done() != nil, b.pipeline)
+	adapterkit.RunBatch(ctx, calls, ctx.Done() != nil, b.pipeline)
 }
 
-// pipeline sends calls in one pipeline (see backend.Pipeline).
+// pipeline sends calls in one pipeline (see adapterkit.Pipeline).
 func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	err := b.withConn(ctx, func(c redis.Conn) error {
 		for i := range calls {
@@ -205,7 +206,7 @@ func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source boo
 		return nil
 	})
 	if err != nil {
-		backend.FailCalls(calls, err)
+		adapterkit.FailCalls(calls, err)
 	}
 }
 
@@ -230,7 +231,7 @@ var errPipeline = errors.New("redigo: a pipeline's replies do not match its comm
 // to EVALSHA sends the pair again with EVAL. It returns by ctx's end (see
 // the package doc).
 func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
-	return backend.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
+	return adapterkit.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		var v backend.Value
 		var n int64
 		err := b.withConn(ctx, func(c redis.Conn) error {
@@ -244,7 +245,7 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 				return flush(ctx, c, 2)
 			}
 			r, err := run("EVALSHA", s.Hash())
-			if err == nil && backend.IsNoScript(wrap(ctx, replyErr(r[0]))) {
+			if err == nil && adapterkit.IsNoScript(wrap(ctx, replyErr(r[0]))) {
 				r, err = run("EVAL", s.Source())
 			}
 			if err != nil {
@@ -281,7 +282,7 @@ func Normalize(v any) (backend.Value, error) {
 	case []byte:
 		return string(x), nil
 	case []any:
-		return backend.NormalizeArray(x, Normalize)
+		return adapterkit.NormalizeArray(x, Normalize)
 	case redis.Error:
 		return nil, &backend.Error{Class: &backend.ReplyError{Msg: replyMsg(x)}, Cause: x}
 	}

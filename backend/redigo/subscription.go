@@ -3,6 +3,7 @@ package redigo
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"sync"
 	"time"
 
@@ -66,7 +67,7 @@ type subscription struct {
 	done   chan struct{} // closed when the receive loop ends
 	pinged chan struct{} // closed when the pinger ends
 	wmu    sync.Mutex    // one writer at a time on the connection
-	state  backend.SubState
+	state  adapterkit.SubState
 }
 
 // Add subscribes to channels and returns once the server confirmed each.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"slices"
 	"strconv"
 	"time"
@@ -361,7 +362,7 @@ func (r *RESP[C, R, M, P, E]) Eval(ctx context.Context, s *backend.Script, keys 
 // eval is Eval on the caller's goroutine.
 func (r *RESP[C, R, M, P, E]) eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	v, err := r.result(ctx, r.d.do(ctx, r.d.script(s, keys, args, false)))
-	if backend.IsNoScript(err) {
+	if adapterkit.IsNoScript(err) {
 		return r.result(ctx, r.d.do(ctx, r.d.script(s, keys, args, true)))
 	}
 	return v, err
@@ -375,7 +376,7 @@ func (r *RESP[C, R, M, P, E]) eval(ctx context.Context, s *backend.Script, keys 
 // ctx's end (see RESP); calls it gave up on all get an error matching
 // ctx.Err().
 func (r *RESP[C, R, M, P, E]) EvalBatch(ctx context.Context, calls []backend.Call) {
-	backend.RunBatch(ctx, calls, ctx.Done() != nil, r.pipeline)
+	adapterkit.RunBatch(ctx, calls, ctx.Done() != nil, r.pipeline)
 }
 
 // pipeline sends calls in one DoMulti (see Pipeline).
@@ -430,7 +431,7 @@ func (r *RESP[C, R, M, P, E]) doMulti(ctx context.Context, calls []backend.Call,
 // replica may have. A NOSCRIPT answer to EVALSHA sends the pair again with
 // EVAL on the same connection. It returns by ctx's end (see RESP).
 func (r *RESP[C, R, M, P, E]) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
-	return backend.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
+	return adapterkit.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return r.evalAck(ctx, s, keys, args, replicas, timeout)
 	})
 }
@@ -452,7 +453,7 @@ func (r *RESP[C, R, M, P, E]) ackOn(ctx context.Context, doMulti func(ctx contex
 		return doMulti(ctx, r.d.script(s, keys, args, source), wait)
 	}
 	res := send(false)
-	if backend.IsNoScript(r.wrap(ctx, res[0].Error())) {
+	if adapterkit.IsNoScript(r.wrap(ctx, res[0].Error())) {
 		res = send(true)
 	}
 	msg, err := res[0].ToMessage()

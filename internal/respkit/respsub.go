@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"sync"
 )
 
@@ -86,7 +87,7 @@ func (s *respSubscription[C, R, M, P, E]) send(ctx context.Context, unsubscribe 
 		return nil // an empty UNSUBSCRIBE would mean "all channels"
 	}
 	s.mu.Lock()
-	err := backend.SubscriptionErr(s.closed, s.dead)
+	err := adapterkit.SubscriptionErr(s.closed, s.dead)
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -109,7 +110,7 @@ func (s *respSubscription[C, R, M, P, E]) Remove(ctx context.Context, channels .
 
 // Close ends the subscription and its connection. It is idempotent.
 func (s *respSubscription[C, R, M, P, E]) Close() error {
-	if !backend.MarkOnce(&s.mu, &s.closed) {
+	if !adapterkit.MarkOnce(&s.mu, &s.closed) {
 		return nil
 	}
 	s.conn.close() // closes the connection instead of returning it to the pool

@@ -1,9 +1,10 @@
-package backend_test
+package adapterkit_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/latchkit/latchkit/internal/adapterkit"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // A call awaits each channel's confirmation; a call given up on is
 // forgotten; Drop is told once and never after Close; Err follows.
 func TestSubState(t *testing.T) {
-	var s backend.SubState
+	var s adapterkit.SubState
 	done := make(chan struct{})
 	p, err := s.Expect("subscribe", []string{"a", "b", "a"})
 	if err != nil {
@@ -42,7 +43,7 @@ func TestSubState(t *testing.T) {
 	if !s.Close() || s.Close() || !errors.Is(s.Err(), backend.ErrClosed) {
 		t.Fatal("Close must report the first call only, then Err is ErrClosed")
 	}
-	var c backend.SubState
+	var c adapterkit.SubState
 	c.Close()
 	if c.Drop(nil) {
 		t.Fatal("Drop after Close must not be reported")
@@ -56,11 +57,11 @@ func TestNormalizeArray(t *testing.T) {
 		}
 		return int64(n), nil
 	}
-	v, err := backend.NormalizeArray([]int{1, 2}, norm)
+	v, err := adapterkit.NormalizeArray([]int{1, 2}, norm)
 	if err != nil || fmt.Sprintf("%#v", v) != fmt.Sprintf("%#v", []backend.Value{int64(1), int64(2)}) {
 		t.Errorf("%#v, %v", v, err)
 	}
-	if v, err := backend.NormalizeArray([]int{1, -1}, norm); err == nil || v != nil {
+	if v, err := adapterkit.NormalizeArray([]int{1, -1}, norm); err == nil || v != nil {
 		t.Errorf("%#v, %v: want the element's error", v, err)
 	}
 }

@@ -1,8 +1,9 @@
-package backend
+package adapterkit
 
 import (
 	"context"
 	"errors"
+	"github.com/latchkit/latchkit/backend"
 	"slices"
 	"sync"
 )
@@ -47,7 +48,7 @@ func (s *SubState) Drop(err error) bool {
 		return false
 	}
 	if err == nil {
-		err = &Error{Class: ErrUnavailable, Cause: errSubEnded}
+		err = &backend.Error{Class: backend.ErrUnavailable, Cause: errSubEnded}
 	}
 	s.dead = err
 	return true
@@ -103,7 +104,7 @@ func (s *SubState) Await(ctx context.Context, p *Pending, done <-chan struct{}) 
 			if err := s.Err(); err != nil {
 				return err
 			}
-			return &Error{Class: ErrUnavailable, Cause: errSubEnded}
+			return &backend.Error{Class: backend.ErrUnavailable, Cause: errSubEnded}
 		case <-ctx.Done():
 			s.Forget(p)
 			return ctx.Err()
@@ -124,4 +125,27 @@ func (s *SubState) Forget(p *Pending) {
 			s.pending[k] = list
 		}
 	}
+}
+
+// SubscriptionErr is the error of an operation on a Subscription that was
+// closed (ErrClosed) or whose connection died (dead, as reported to
+// Handler.Dropped); nil when neither.
+func SubscriptionErr(closed bool, dead error) error {
+	switch {
+	case closed:
+		return &backend.Error{Class: backend.ErrClosed}
+	case dead != nil:
+		return dead
+	}
+	return nil
+}
+
+// MarkOnce sets *flag under mu and reports whether it was unset: what a
+// Close that may be called more than once starts with.
+func MarkOnce(mu sync.Locker, flag *bool) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	was := *flag
+	*flag = true
+	return !was
 }
