@@ -81,6 +81,21 @@ type leases struct {
 	trace []string
 }
 
+// client draws one of the rig's clients, noting it in the trace.
+func (ls *leases) client(t *rapid.T) int {
+	c := ls.r.clientDraw(t, "client")
+	ls.note(fmt.Sprint("c", c))
+	return c
+}
+
+// holder is the one live lease of a lock the model holds, or nil.
+func (ls *leases) holder() *mlease {
+	if l := ls.live(); len(l) > 0 {
+		return l[0]
+	}
+	return nil
+}
+
 // note adds s to the trace's last action.
 func (ls *leases) note(s string) {
 	if n := len(ls.trace); n > 0 {

@@ -198,17 +198,7 @@ func testMutex(t *testing.T, k mutexKind) {
 			mus = append(mus, mu)
 		}
 		fences := map[string]int64{}
-		client := func(t *rapid.T) int {
-			c := r.clientDraw(t, "client")
-			ls.note(fmt.Sprint("c", c))
-			return c
-		}
-		holder := func() *mlease {
-			if l := ls.live(); len(l) > 0 {
-				return l[0]
-			}
-			return nil
-		}
+		client, holder := ls.client, ls.holder
 		granted := func(t *rapid.T, c int, l latchkit.Lease, what string) {
 			for n, f := range fencesOf(l, k.names(c)) {
 				if f <= fences[n] {

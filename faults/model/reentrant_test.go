@@ -55,17 +55,7 @@ func TestModelReentrantMutex(t *testing.T) {
 		var fences fenceSeq
 		var levels []*level
 		hold := make([]*mlease, len(r.clients)) // each owner's grant, as its middleware tracks it
-		client := func(t *rapid.T) int {
-			c := r.clientDraw(t, "client")
-			ls.note(fmt.Sprint("c", c))
-			return c
-		}
-		holder := func() *mlease {
-			if l := ls.live(); len(l) > 0 {
-				return l[0]
-			}
-			return nil
-		}
+		client, holder := ls.client, ls.holder
 		depth := func(g *mlease) int {
 			n := 0
 			for _, lv := range levels {
