@@ -346,16 +346,27 @@ func testMutex(t *testing.T, k mutexKind) {
 }
 
 // redlockFaults are the faults of one instance of a Redlock's: an
-// instance that loses its data (restarted without persistence), as long as
-// the holder stays on a quorum (the promise holds while no more than
-// N-quorum instances lost their data at once), and a TryLock whose call to
+// instance that loses its data (restarted without persistence; the same
+// one each time within a sequence), as long as the holder stays on a
+// quorum, and a TryLock whose call to
 // one instance is held up and arrives late, while the lease it may be
 // granted is live.
 func redlockFaults(r *rig, ls *leases, mus []primitives.Mutex, granted func(*rapid.T, int, latchkit.Lease, string)) map[string]func(*rapid.T) {
+	// lost is the one instance that loses its data in this sequence: the
+	// promise holds while no more than N-quorum instances (one of three)
+	// have lost what they knew, and what an instance knew (a fence, a
+	// release remembered for its retry) it forgets for good. A second
+	// instance losing its data left a retried release remembered on one
+	// instance of three (found in the long lane: ErrLeaseLost, outside the
+	// stated condition).
+	lost := -1
 	return map[string]func(*rapid.T){
 		"InstanceLosesData": func(t *rapid.T) {
 			i := rapid.IntRange(0, len(r.servers())-1).Draw(t, "instance")
 			ls.note(fmt.Sprint("i", i))
+			if lost >= 0 && i != lost {
+				t.Skip("another instance lost its data in this sequence")
+			}
 			r.settle()
 			for _, h := range ls.live() {
 				on := 0
@@ -369,6 +380,7 @@ func redlockFaults(r *rig, ls *leases, mus []primitives.Mutex, granted func(*rap
 				}
 			}
 			r.servers()[i].FlushAll()
+			lost = i
 			// A restart takes time: the instance's clock, which its fence
 			// counter starts from again, has moved on.
 			r.advance(time.Millisecond)
