@@ -17,39 +17,6 @@ import (
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
-// silentAddr is the address of a listener that accepts connections and
-// never answers (a hung server): dials succeed, commands wait. The
-// connections close when t ends.
-func silentAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 // ops are the Backend's script calls, each returning its error.
 var ops = []struct {
 	name string
@@ -147,7 +114,7 @@ func TestCutShortHungServerOnlyDeadline(t *testing.T) {
 	for _, cte := range []bool{false, true} {
 		t.Run("ContextTimeoutEnabled="+map[bool]string{false: "false", true: "true"}[cte], func(t *testing.T) {
 			t.Parallel()
-			c := redis.NewClient(&redis.Options{Addr: silentAddr(t), ContextTimeoutEnabled: cte})
+			c := redis.NewClient(&redis.Options{Addr: redistest.SilentAddr(t), ContextTimeoutEnabled: cte})
 			t.Cleanup(func() { c.Close() }) // after the listener's cleanup: closed connections end the call
 			b := goredis.New(c)
 			for _, op := range ops {

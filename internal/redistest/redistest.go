@@ -70,6 +70,43 @@ func DeadAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }
 
+// SilentAddr returns the address of a listener on 127.0.0.1 that accepts
+// connections and never answers (a hung server): a dial succeeds, the
+// client's handshake and commands wait. It and its connections close when
+// t ends.
+func SilentAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}
+
 // Server is a redis-server process started by a test.
 type Server struct {
 	Addr string // 127.0.0.1:port

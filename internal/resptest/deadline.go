@@ -120,7 +120,7 @@ var holes = []struct {
 	name string
 	addr func(t *testing.T) string
 }{
-	{"silent listener", silentListener},
+	{"silent listener", func(t *testing.T) string { return redistest.SilentAddr(t) }},
 	{"full backlog", fullBacklog},
 }
 

@@ -19,41 +19,6 @@ import (
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
-// silentListener accepts connections on 127.0.0.1 and never answers: a
-// dial succeeds, the client's handshake hangs.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return l.Addr().String()
-}
-
 // fullBacklog is a port on 127.0.0.1 whose listener never accepts and whose
 // accept queue is full: the kernel drops new SYNs, so a dial hangs until
 // its deadline ("dial tcp ...: i/o timeout"), as for an unreachable host.
