@@ -64,14 +64,7 @@ func testHandOverRenewed(t *testing.T, h Harness, k handOverKind) {
 		t.Fatal(err)
 	}
 	waiter, _ := k.new(h.NewClient(t).Backend, "r", append(opts, primitives.WithMiddleware(count))...)
-	got := make(chan latchkit.Lease, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockAsync(ctx, waiter)
 	inspect := h.NewClient(t).Backend
 	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "r") == 1 })
 	time.Sleep(100 * time.Millisecond) // its subscription's attempt
@@ -79,10 +72,11 @@ func testHandOverRenewed(t *testing.T, h Harness, k handOverKind) {
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := <-got
-	if l == nil {
-		t.FailNow()
+	g := <-got
+	if g.err != nil {
+		t.Fatalf("the waiter's Lock: %v", g.err)
 	}
+	l := g.l
 	defer l.Release(ctx)
 	if n := attempts.Load() - before; n != 0 {
 		t.Logf("the waiter confirmed the hand-over with %d attempts (its process ran late?): the renewal under test was not exercised", n)
@@ -119,14 +113,7 @@ func testHandOverStale(t *testing.T, h Harness, k handOverKind) {
 		t.Fatal(err)
 	}
 	waiter, _ := k.new(h.NewClient(t).Backend, "s", opts...)
-	got := make(chan latchkit.Lease, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockAsync(ctx, waiter)
 	inspect := h.NewClient(t).Backend
 	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "s") == 1 })
 	time.Sleep(100 * time.Millisecond) // its subscription's attempt
@@ -136,8 +123,11 @@ func testHandOverStale(t *testing.T, h Harness, k handOverKind) {
 	sum := sha1.Sum([]byte(token))
 	do(t, inspect, "PUBLISH", box, pubsub.Target(hex.EncodeToString(sum[:8]))+" "+fence+" 60000")
 	select {
-	case l := <-got:
-		t.Fatalf("a stale hand-over message (fence %s, the counter's) granted the lock (fence %d) while its holder held it", fence, l.Fence())
+	case g := <-got:
+		if g.err != nil {
+			t.Fatalf("the waiter's Lock: %v", g.err)
+		}
+		t.Fatalf("a stale hand-over message (fence %s, the last granted) granted the lock (fence %d) while its holder held it", fence, g.l.Fence())
 	case <-time.After(300 * time.Millisecond):
 	}
 	if err := first.Release(ctx); err != nil {
@@ -160,7 +150,8 @@ type handOverKind struct {
 	new    func(b backend.Backend, name string, opts ...primitives.Option) (primitives.Mutex, error)
 	queued func(t testing.TB, b backend.Backend, p, name string) int64
 	// waiter returns the token of the one waiter queued, the inbox its
-	// hand-over is published on and the fence counter as it stands.
+	// hand-over is published on and the last fence granted (a Mutex's
+	// holder's, a FairMutex's counter).
 	waiter func(t testing.TB, b backend.Backend, p, name string) (token, inbox, fence string)
 }
 
@@ -172,7 +163,8 @@ var (
 			t.Fatalf("queue: %v", entries)
 		}
 		token, box, _ := strings.Cut(entries[0].(string), " ")
-		fence, _ := do(t, b, "GET", keyOf(p, name)+":fence").(string)
+		lock, _ := do(t, b, "GET", keyOf(p, name)).(string) // "token fence"
+		_, fence, _ := strings.Cut(lock, " ")
 		return token, box, fence
 	}}
 	fairMutex = handOverKind{"fair mutex", primitives.NewFairMutex, func(t testing.TB, b backend.Backend, p, name string) int64 {
@@ -384,14 +376,7 @@ func testHandOverWithdraw(t *testing.T, h Harness) {
 	quit := make(chan error, 1)
 	go func() { _, err := quitter.Lock(qctx); quit <- err }()
 	eventually(t, 10*time.Second, "the quitter queued", func() bool { return queued(t, inspect, p, "g") == 1 })
-	got := make(chan latchkit.Lease, 1)
-	go func() {
-		l, err := next.Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockAsync(ctx, next)
 	eventually(t, 10*time.Second, "the next waiter queued", func() bool { return queued(t, inspect, p, "g") == 2 })
 	cancel()
 	if err := <-quit; !errors.Is(err, context.Canceled) {
@@ -406,16 +391,33 @@ func testHandOverWithdraw(t *testing.T, h Harness) {
 	awaitGrant(t, ctx, got, "the waiter behind the one that gave up was not handed the lock")
 }
 
-// awaitGrant waits for the lease a waiting Lock sends on got (nil when it
-// failed, which it reported) and releases it.
-func awaitGrant(t *testing.T, ctx context.Context, got <-chan latchkit.Lease, failure string) {
+// lockResult is what a waiting Lock run by lockAsync returned.
+type lockResult struct {
+	l   latchkit.Lease
+	err error
+}
+
+// lockAsync runs m.Lock(ctx) in a goroutine and sends what it returned:
+// the goroutine never touches the test, which may have ended first.
+func lockAsync(ctx context.Context, m primitives.Mutex) <-chan lockResult {
+	got := make(chan lockResult, 1)
+	go func() {
+		l, err := m.Lock(ctx)
+		got <- lockResult{l, err}
+	}()
+	return got
+}
+
+// awaitGrant waits for the lease a waiting Lock sends on got and releases
+// it.
+func awaitGrant(t *testing.T, ctx context.Context, got <-chan lockResult, failure string) {
 	t.Helper()
 	select {
-	case l := <-got:
-		if l == nil {
-			t.FailNow()
+	case g := <-got:
+		if g.err != nil {
+			t.Fatalf("%s: the waiter's Lock: %v", failure, g.err)
 		}
-		l.Release(ctx)
+		g.l.Release(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal(failure)
 	}
@@ -442,14 +444,7 @@ func testHandOverDeadWaiters(t *testing.T, h Harness) {
 		do(t, b, "ZADD", q+":qlive", "1", tok)
 	}
 	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "d", opts...)
-	got := make(chan latchkit.Lease, 1)
-	go func() {
-		l, err := waiter.Lock(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockAsync(ctx, waiter)
 	eventually(t, 10*time.Second, "the live waiter queued", func() bool { return queued(t, b, p, "d") == 3 })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -481,7 +476,7 @@ func testHandOverUnconfirmed(t *testing.T, h Harness) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := do(t, b, "GET", q); v != "ghost" {
+	if v, _ := do(t, b, "GET", q).(string); !strings.HasPrefix(v, "ghost ") {
 		t.Fatalf("lock holds %v after the release, want it handed to the queued ghost", v)
 	}
 	pttl, _ := do(t, b, "PTTL", q).(int64)
