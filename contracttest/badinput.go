@@ -42,10 +42,11 @@ func testMutexBadInput(t *testing.T, h Harness) {
 		t.Errorf("a rejected constructor wrote a key")
 	}
 
-	// The lock key, or its fence counter, holds another kind of value:
-	// TryLock and Lock fail with ErrInvalid, and the value is untouched.
+	// The lock key, or its finished tokens (which keep its fence while
+	// ahead of the clock), holds another kind of value: TryLock and Lock
+	// fail with ErrInvalid, and the value is untouched.
 	m, _ := primitives.NewMutex(b, "w", primitives.WithPrefix(p))
-	lockKey, fenceKey := keyOf(p, "w"), keyOf(p, "w")+":fence"
+	lockKey, goneKey := keyOf(p, "w"), keyOf(p, "w")+":gone"
 	for _, set := range []struct {
 		what, key string
 		cmd       []string
@@ -53,8 +54,8 @@ func testMutexBadInput(t *testing.T, h Harness) {
 		want      backend.Value
 	}{
 		{"lock key is a hash", lockKey, []string{"HSET", lockKey, "f", "v"}, []string{"HGET", lockKey, "f"}, "v"},
-		{"fence key is a list", fenceKey, []string{"RPUSH", fenceKey, "x"}, []string{"LRANGE", fenceKey, "0", "-1"}, []backend.Value{"x"}},
-		{"fence key is not a number", fenceKey, []string{"SET", fenceKey, "abc"}, []string{"GET", fenceKey}, "abc"},
+		{"finished tokens are a list", goneKey, []string{"RPUSH", goneKey, "x"}, []string{"LRANGE", goneKey, "0", "-1"}, []backend.Value{"x"}},
+		{"finished tokens are a string", goneKey, []string{"SET", goneKey, "abc"}, []string{"GET", goneKey}, "abc"},
 	} {
 		do(t, b, set.cmd[0], set.cmd[1], set.cmd[2:]...)
 		for _, lock := range []func(context.Context) (latchkit.Lease, error){m.TryLock, m.Lock} {
@@ -66,7 +67,7 @@ func testMutexBadInput(t *testing.T, h Harness) {
 		if got := do(t, b, set.check[0], set.check[1], set.check[2:]...); fmt.Sprint(got) != fmt.Sprint(set.want) {
 			t.Errorf("%s: value changed to %v", set.what, got)
 		}
-		if set.key == fenceKey {
+		if set.key == goneKey {
 			if v := do(t, b, "EXISTS", lockKey); v != int64(0) {
 				t.Errorf("%s: the lock key was written", set.what)
 			}
@@ -262,7 +263,7 @@ func testTTLAtOrBelowDrift(t *testing.T, h Harness) {
 		}
 	}
 	// Nothing was written for the refused constructors.
-	for _, key := range []string{keyOf(p, "tiny"), keyOf(p, "tiny") + ":fence", keyOf(p, "tiny-2")} {
+	for _, key := range []string{keyOf(p, "tiny"), keyOf(p, "tiny") + ":gone", keyOf(p, "tiny-2")} {
 		if v := do(t, b, "EXISTS", key); v != int64(0) {
 			t.Errorf("a refused constructor wrote %s", key)
 		}

@@ -134,7 +134,7 @@ func testMultiAllOrNothing(t *testing.T, h Harness) {
 	if err := l.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
 		t.Errorf("Release with x lost: %v", err)
 	}
-	if got := do(t, b, "GET", keyOf(p, "x")); got != ol.Token() {
+	if got := do(t, b, "GET", keyOf(p, "x")); got != lockValue(ol) {
 		t.Errorf("x's new holder was released")
 	}
 	for _, n := range []string{"y", "z"} {

@@ -117,8 +117,8 @@ func testTryLock(t *testing.T, h Harness) {
 	if len(l.Token()) != 32 || l.Name() != "t" || l.Fence() < 1 {
 		t.Errorf("lease: token %d chars, name %q, fence %d", len(l.Token()), l.Name(), l.Fence())
 	}
-	if got := do(t, b, "GET", keyOf(p, "t")); got != l.Token() {
-		t.Errorf("key holds %v, want the token", got)
+	if got := do(t, b, "GET", keyOf(p, "t")); got != lockValue(l) {
+		t.Errorf("key holds %v, want the token and the fence", got)
 	}
 	start := time.Now()
 	_, err = m.TryLock(ctx)
@@ -205,7 +205,7 @@ func testLostLease(t *testing.T, h Harness) {
 		default:
 			t.Errorf("%s: old lease's Context not done", how)
 		}
-		if got := do(t, b, "GET", key); got != bl.Token() {
+		if got := do(t, b, "GET", key); got != lockValue(bl) {
 			t.Errorf("%s: the next holder's key was touched: holds %v", how, got)
 		}
 		if d := do(t, b, "PTTL", key).(int64); d < 50_000 || d > 60_000 {

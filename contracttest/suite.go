@@ -3,14 +3,15 @@ package contracttest
 import (
 	"context"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
 )
 
 // Run runs the whole suite against h: first the backend contract itself,
@@ -112,6 +113,10 @@ func do(t testing.TB, b backend.Backend, cmd, key string, args ...string) backen
 // keyOf is the key base of a primitive named name under prefix p (a
 // Mutex's lock key; see keyspace.Layout for the others).
 func keyOf(p, name string) string { return keyspace.KeyBase(p, name) }
+
+// lockValue is what the lock key of a Mutex-layout lease holds: its token
+// and its fence.
+func lockValue(l latchkit.Lease) string { return l.Token() + " " + strconv.FormatInt(l.Fence(), 10) }
 
 // advance moves the server clock by d, or sleeps when it cannot.
 func advance(t testing.TB, h Harness, d time.Duration) {

@@ -137,3 +137,103 @@ func TestRetentionLeavesNoKey(t *testing.T) {
 		})
 	}
 }
+
+// Once its last lease has ended, a name of the Mutex layout (Mutex,
+// MultiLock, Election, Redlock) keeps one key, the tokens that finished,
+// and only for markerTTL: its fence lives in the lock's value while held,
+// and beside the finished tokens only while it may be ahead of the
+// server's clock (and markerTTL more). (Before: a fence counter too, for the retention, 24 h
+// by default.)
+func TestIdleNameKeepsOneKey(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	m.SetTime(time.Now())
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	b := goredis.New(c)
+	opts := []Option{WithAutoExtend(false), WithRetention(time.Hour), WithTTL(time.Minute)}
+	kinds := map[string]struct {
+		names int
+		take  func() (latchkit.Lease, error)
+	}{
+		"Mutex": {1, func() (latchkit.Lease, error) {
+			mu, err := NewMutex(b, "m", append(opts, WithPrefix("mutex:"))...)
+			if err != nil {
+				return nil, err
+			}
+			return mu.Lock(ctx)
+		}},
+		"MultiLock": {2, func() (latchkit.Lease, error) {
+			mu, err := NewMultiLock(b, []string{"f", "g"}, append(opts, WithPrefix("multi:"))...)
+			if err != nil {
+				return nil, err
+			}
+			return mu.Lock(ctx)
+		}},
+		"Redlock": {1, func() (latchkit.Lease, error) {
+			mu, err := NewRedlock([]backend.Backend{b}, "r", append(opts, WithPrefix("redlock:"))...)
+			if err != nil {
+				return nil, err
+			}
+			return mu.TryLock(ctx)
+		}},
+	}
+	for name, k := range kinds {
+		t.Run(name, func(t *testing.T) {
+			m.FlushAll()
+			l, err := k.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			keys := m.Keys()
+			if len(keys) != k.names {
+				t.Fatalf("keys left by %d idle name(s): %v, want one a name (the finished tokens)", k.names, keys)
+			}
+			for _, key := range keys {
+				// A Redlock's fence is ahead of the clock by fenceLead,
+				// and kept until the clock passed it, and markerTTL more.
+				if ttl := m.TTL(key); ttl <= 0 || ttl > markerTTL+fenceLead+time.Second {
+					t.Errorf("key %s lives %v: want an expiry within %v", key, ttl, markerTTL+fenceLead)
+				}
+			}
+		})
+	}
+}
+
+// A fence ahead of the server's clock outlives its lock: a lease that
+// expires unreleased while the clock stands still (miniredis's TIME does
+// not move with FastForward: a clock behind the fences, as after a step
+// back or a Redlock's lead) leaves its fence beside the finished tokens,
+// and the next grant's is above it. Without keep_fence at the grant, the
+// Mutex-layout kinds granted the same fence twice.
+func TestFenceAheadOfClockOutlivesExpiry(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.SetTime(time.Now())
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	b := goredis.New(c)
+	ctx := context.Background()
+	for name, open := range fenceKinds {
+		t.Run(name, func(t *testing.T) {
+			try, err := open(b, WithPrefix(name+":"), WithAutoExtend(false), WithTTL(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last int64
+			for i := range 3 {
+				l, err := try(ctx)
+				if err != nil {
+					t.Fatalf("grant %d: %v", i, err)
+				}
+				if l.Fence() <= last {
+					t.Fatalf("grant %d after the last lease expired unreleased: fence %d, not above %d", i, l.Fence(), last)
+				}
+				last = l.Fence()
+				m.FastForward(2 * time.Second) // the lease expires; TIME stands still
+			}
+		})
+	}
+}

@@ -89,7 +89,7 @@ type mutex struct {
 	kind    latchkit.Kind
 	name    string
 	cfg     config
-	keys    []string // lock, fence, marker (reserved), annotation, finished tokens: what Redlock uses
+	keys    []string // lock, two reserved, annotation, finished tokens: what Redlock uses
 	qkeys   []string // keys, then the wait queue and the waiters' liveness: a Mutex's and MultiLock's
 	channel string
 	chans   []string // {channel}, shared by every Request (read-only)
@@ -115,8 +115,9 @@ type mutex struct {
 // wake-on-release waiting. A waiting Lock queues, and a release hands the
 // lock straight to the oldest live waiter, waking only it: waiters are
 // served in arrival order and a releasing holder cannot jump the queue. A
-// TryLock never queues. Its keys are prefix{name}, prefix{name}:fence (kept
-// forever, so that fences never repeat), prefix{name}:released,
+// TryLock never queues. Its keys are prefix{name} (the holder's token and
+// fence), prefix{name}:gone (the tokens that finished in the last minute,
+// and the last fence while it may be ahead of the server's clock),
 // prefix{name}:who (the holder's annotation, when middleware sets one) and
 // prefix{name}:q and :qlive (the queue, expiring with WithWaiterTimeout).
 func NewMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {

@@ -91,7 +91,8 @@ const DefaultRetention = 24 * time.Hour
 // WithRetention sets how long a primitive's fence counter is kept after
 // its last grant (default DefaultRetention): a name nobody uses leaves no
 // key once its leases, queues and markers have expired and the retention
-// has passed. Fences keep increasing across that expiry, because a fence
+// has passed. A Mutex, ReentrantMutex, MultiLock, Redlock and Election
+// keep no counter (a lock holds its own fence) and do not use it. Fences keep increasing across that expiry, because a fence
 // is never below the server's clock in microseconds (see Lease.Fence in
 // the README): this holds as long as the server's clock does not step
 // back by more than the time since the name's last grant. It must be at

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -68,4 +70,12 @@ func CheckUnchanged(t *testing.T, ctx context.Context, c *redis.Client, pattern 
 			t.Errorf("%s wrote %s: %q", what, k, v)
 		}
 	}
+}
+
+// LockHolder is the token holding a Mutex-layout lock whose value is v
+// ("token fence"), and the fence.
+func LockHolder(v string) (token string, fence int64) {
+	token, f, _ := strings.Cut(v, " ")
+	fence, _ = strconv.ParseInt(f, 10, 64)
+	return token, fence
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/latchkit/latchkit/internal/nilness"
 )
 
-// fenceRaise lifts an instance's fence counter to at least a grant's
+// fenceRaise lifts the fence an instance holds for a grant to the grant's
 // fence, so that a quorum holds the fence a Redlock grant hands out.
 var fenceRaise = loadScript("fence_raise")
 
@@ -285,12 +285,13 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 		}
 	}
 	if len(low) > 0 {
-		arg := []string{strconv.FormatInt(fence, 10), r.cfg.retArg}
+		arg := []string{token, strconv.FormatInt(fence, 10)}
+		keys := []string{r.m.keys[0], r.m.keys[4]} // the lock, the finished tokens
 		_, rerrs := each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
 			if !slices.Contains(low, i) {
 				return struct{}{}, errSkip
 			}
-			_, err := b.Eval(ctx, fenceRaise, r.m.keys[1:2], arg)
+			_, err := b.Eval(ctx, fenceRaise, keys, arg)
 			return struct{}{}, err
 		})
 		var failed []error

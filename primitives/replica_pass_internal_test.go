@@ -167,8 +167,18 @@ func appendString(ctx context.Context, c *redis.Client, hs []string, key string)
 	return append(hs, w), nil
 }
 
+// appendHolder is appendString of a Mutex-layout lock: its holder's token.
+func appendHolder(ctx context.Context, c *redis.Client, hs []string, key string) ([]string, error) {
+	n := len(hs)
+	hs, err := appendString(ctx, c, hs, key)
+	if err == nil && len(hs) > n {
+		hs[n], _ = LockHolder(hs[n])
+	}
+	return hs, err
+}
+
 func mutexHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]string, error) {
-	return appendString(ctx, c, nil, keyspace.MutexLayout.KeysOf(prefix, name)[0])
+	return appendHolder(ctx, c, nil, keyspace.MutexLayout.KeysOf(prefix, name)[0])
 }
 
 // multiHolders: each name's lock holder, one entry per name held.
@@ -176,7 +186,7 @@ func multiHolders(ctx context.Context, c *redis.Client, prefix, name string) ([]
 	var hs []string
 	for _, n := range []string{name + "1", name + "2"} {
 		var err error
-		if hs, err = appendString(ctx, c, hs, keyspace.MutexLayout.KeysOf(prefix, n)[0]); err != nil {
+		if hs, err = appendHolder(ctx, c, hs, keyspace.MutexLayout.KeysOf(prefix, n)[0]); err != nil {
 			return nil, err
 		}
 	}

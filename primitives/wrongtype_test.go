@@ -70,7 +70,8 @@ type wrongTypeCase struct {
 	layout keyspace.Layout
 	name   string
 	// unread are the indexes of the layout's keys this acquire does not
-	// read (a Try's wait queue): it may succeed, and must leave them be.
+	// read (a Try's wait queue, the Mutex layout's reserved :fence and
+	// :released): it may succeed, and must leave them be.
 	unread []int
 	// acquire makes the attempt: a lease (nil for a latch) or an error.
 	acquire func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error)
@@ -88,7 +89,7 @@ var annotated = primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.A
 func wrongTypeCases(prefix string) []wrongTypeCase {
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(time.Minute), annotated}
 	return []wrongTypeCase{
-		{"Mutex", keyspace.MutexLayout, "m", []int{2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Mutex", keyspace.MutexLayout, "m", []int{1, 2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			m, _ := primitives.NewMutex(b, name, opts...)
 			return m.TryLock(ctx)
 		}},
@@ -117,7 +118,7 @@ func wrongTypeCases(prefix string) []wrongTypeCase {
 			l, _ := primitives.NewLatch(b, name, primitives.WithPrefix(prefix))
 			return nil, l.CountDown(ctx)
 		}},
-		{"Election", keyspace.ElectionLayout, "e", []int{2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
+		{"Election", keyspace.ElectionLayout, "e", []int{1, 2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
 			e, _ := primitives.NewElection(b, name, opts...)
 			return e.TryCampaign(ctx, "me")
 		}},

@@ -58,11 +58,18 @@ import (
 // kind is the key layout of one kind of primitive (keyspace.Layout),
 // and how inspect shows it.
 type kind struct {
-	name    string    // latchctl's name of it, in -kind and output: a latchkit.Kind (see layoutNames)
-	aliases []string  // the other -kind values it answers to
-	sub     string    // after the base: "", ":rw", ":sem", ":fair", ":latch"
-	fenced  bool      // it has a fence counter (sub+":fence"); a latch has none
-	keys    []keySpec // every key but the fence counter
+	name    string   // latchctl's name of it, in -kind and output: a latchkit.Kind (see layoutNames)
+	aliases []string // the other -kind values it answers to
+	sub     string   // after the base: "", ":rw", ":sem", ":fair", ":latch"
+	fenced  bool     // it has a fence counter (sub+":fence"); a latch, and the Mutex layout, have none
+	// lockFence: its lock's value is "token fence" (the Mutex layout), and
+	// the fence outlives it beside the finished tokens (sub+":gone",
+	// member "#") while it may be ahead of the server's clock.
+	lockFence bool
+	keys      []keySpec // every key but the fence counter
+	// memory are the suffixes (after sub) of the keys that outlive the
+	// leases for a while: a name with no other key is remembered, not held.
+	memory map[string]bool
 	// head is what inspect's first line says after the name: the fence
 	// counter, a latch's count.
 	head func(k func(suffix string) keyState) string
@@ -90,7 +97,14 @@ var kinds = func() []kind {
 		if n, ok := layoutNames[l.Kind]; ok {
 			k.name, k.aliases = n.name, n.aliases
 		}
+		k.memory = map[string]bool{}
 		for _, lk := range l.Keys {
+			if lk.Memory {
+				k.memory[lk.Suffix] = true
+			}
+			if lk.LockFence {
+				k.lockFence, k.head = true, lockFenceHead
+			}
 			if lk.Fence {
 				k.fenced = true
 			} else {
@@ -456,6 +470,28 @@ func fenceHead(k func(string) keyState) string {
 	return "fence counter none"
 }
 
+// lockFenceHead is the head of a kind whose lock holds its fence (the
+// Mutex layout): the holder's fence, or the one kept beside the finished
+// tokens while it may be ahead of the clock, or none.
+func lockFenceHead(k func(string) keyState) string {
+	if lock := k(""); lock.typ == "string" {
+		if _, f := splitLock(lock.val); f != "" {
+			return "fence " + f + " (the holder's)"
+		}
+	}
+	if f, ok := k(":gone").score("#"); ok {
+		return fmt.Sprintf("fence %d (kept: it may be ahead of the server's clock)", f)
+	}
+	return "fence none kept (the next grant's is the server's clock in µs)"
+}
+
+// splitLock splits a Mutex lock's value into the holder's token and its
+// fence ("" for a value of latchkit 0.x, the token alone).
+func splitLock(v string) (token, fence string) {
+	token, fence, _ = strings.Cut(v, " ")
+	return token, fence
+}
+
 // latchHead is a latch's head: its count, and the count it was set to.
 func latchHead(k func(string) keyState) string {
 	h := k("").hash
@@ -499,8 +535,8 @@ func showLatch(w io.Writer, _ int64, k func(string) keyState) {
 	fmt.Fprintf(w, "  %s  %s  count-downs=%d  sets=%d\n", state, ttl, downs, sets)
 }
 
-// showMutex shows a Mutex's holder (the fence of the current holder is the
-// counter's value, its TTL the lock key's), then its queued waiters in
+// showMutex shows a Mutex's holder (its token and fence are the lock's
+// value, its TTL the lock key's), then its queued waiters in
 // arrival order (their TTL is how long their place outlives their last
 // attempt).
 func showMutex(w io.Writer, now int64, k func(string) keyState) {
@@ -510,7 +546,8 @@ func showMutex(w io.Writer, now int64, k func(string) keyState) {
 		if lock.pttl >= 0 {
 			ttl = ttlField(lock.pttl)
 		}
-		line(w, "holder", lock.val, fenceField(k(":fence").val), ttl, traceField(k(":who").val))
+		token, fence := splitLock(lock.val)
+		line(w, "holder", token, fenceField(fence), ttl, traceField(k(":who").val))
 	} else {
 		fmt.Fprintln(w, "  free")
 	}
@@ -537,7 +574,8 @@ func showElection(w io.Writer, now int64, k func(string) keyState) {
 		if v, ok := seat.hash["v"]; ok {
 			value = "value=" + printable(v)
 		}
-		line(w, "leader", lock.val, value, fenceField(seat.hash["f"]), ttl, traceField(k(":who").val))
+		token, _ := splitLock(lock.val)
+		line(w, "leader", token, value, fenceField(seat.hash["f"]), ttl, traceField(k(":who").val))
 	} else {
 		fmt.Fprintln(w, "  no leader")
 	}
@@ -721,8 +759,11 @@ func printable(s string) string {
 }
 
 // runList is `latchctl list`: the primitives under -prefix, one line per
-// primitive (kind and name), found by SCAN (never KEYS, which blocks the
-// server), sorted by name, then kind. Keys of other prefixes that begin
+// primitive (kind, state and name), found by SCAN (never KEYS, which blocks the
+// server), sorted by name, then kind. The state is "held" when any key
+// but those that outlive the leases exists (a holder, a waiter, a count),
+// else "remembered": only the finished tokens, fences, settings are left,
+// and expire. Keys of other prefixes that begin
 // with -prefix, and keys no primitive makes, are skipped. When it finds
 // none it says so on stderr (stdout stays empty) and succeeds.
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -732,7 +773,7 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	type entry struct{ name, kind string }
-	seen := map[entry]bool{}
+	seen := map[entry]bool{} // true: held
 	err := o.connect(ctx, func(_ backend.Backend, do func(context.Context, ...string) (any, error)) error {
 		for cursor := "0"; ; {
 			v, err := do(ctx, "SCAN", cursor, "MATCH", globEscape(o.prefix)+"*", "COUNT", "1000")
@@ -747,7 +788,8 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			for _, key := range keys {
 				prefix, name, suffix, ok := keyspace.ParseKeyBase(fmt.Sprint(key))
 				if k := kindOfSuffix(suffix); ok && prefix == o.prefix && k != nil {
-					seen[entry{name, k.name}] = true
+					e := entry{name, k.name}
+					seen[e] = seen[e] || !k.memory[strings.TrimPrefix(suffix, k.sub)]
 				}
 			}
 			if cursor = fmt.Sprint(a[0]); cursor == "0" {
@@ -771,10 +813,19 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.kind, b.kind))
 	})
 	for _, e := range list {
-		fmt.Fprintf(stdout, "%-15s %s\n", e.kind, printable(e.name))
+		state := "remembered"
+		if seen[e] {
+			state = "held"
+		}
+		fmt.Fprintf(stdout, "%-15s %-10s %s\n", e.kind, state, printable(e.name))
 	}
 	return nil
 }
+
+// fenceKeep is how long a forced release of a Mutex-layout name keeps its
+// last fence beside the finished tokens: the next grant's fence is above
+// it, and once the server's clock (in µs) has passed it, above it anyway.
+const fenceKeep = time.Minute
 
 // globEscape escapes the characters SCAN's MATCH pattern treats specially.
 func globEscape(s string) string {
@@ -822,11 +873,18 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	base := keyspace.KeyBase(o.prefix, name)
 	keys := k.releaseKeys(base)
 	fenced := ""
-	if k.fenced {
+	switch {
+	case k.fenced:
 		fenced = "1"
+	case k.lockFence:
+		fenced = "lock"
+		// The lock, the finished tokens, then the others.
+		lock, gone := base+k.sub, base+k.sub+":gone"
+		rest := slices.DeleteFunc(slices.Clone(keys), func(s string) bool { return s == lock || s == gone })
+		keys = append([]string{lock, gone}, rest...)
 	}
 	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
-		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll, fenced})
+		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll, fenced, strconv.FormatInt(fenceKeep.Milliseconds(), 10)})
 		if err != nil {
 			return fmt.Errorf("release %s %s: %w", k.name, printable(name), err)
 		}
@@ -844,9 +902,12 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fence = f
 		}
 		fmt.Fprintf(stdout, "released %s %s: deleted %d keys, woke waiters on %s\n", k.name, printable(name), n, printable(k.channel(base)))
-		if k.fenced {
+		switch {
+		case k.fenced:
 			fmt.Fprintf(stdout, "kept the fence counter %s (at %s): fences never repeat or go backwards\n", printable(keys[0]), fence)
-		} else {
+		case k.lockFence:
+			fmt.Fprintf(stdout, "kept the fence (%s) beside the finished tokens %s: fences never repeat or go backwards\n", fence, printable(keys[1]))
+		default:
 			fmt.Fprintf(stdout, "the %s is open: its waiters return\n", k.name)
 		}
 		return nil

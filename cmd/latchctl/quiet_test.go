@@ -127,7 +127,7 @@ func TestKindVocabulary(t *testing.T) {
 			t.Errorf("inspect %s -kind %s: exit %d, want %q first:\n%s%s", name, flagValue, code, head, out, errOut)
 		}
 	}
-	if got, want := e.mustRun(t, "list"), "rwlock          doc\nmutex           m\nfair_semaphore  pool\nsemaphore       slots\n"; got != want {
+	if got, want := e.mustRun(t, "list"), "rwlock          held       doc\nmutex           held       m\nfair_semaphore  held       pool\nsemaphore       held       slots\n"; got != want {
 		t.Errorf("list:\n%s\nwant:\n%s", got, want)
 	}
 	code, _, errOut := e.latchctl(t, "inspect", "x", "-kind", "lock")

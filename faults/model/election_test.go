@@ -86,7 +86,7 @@ func TestModelElection(t *testing.T) {
 			switch {
 			case h == nil && err == nil:
 				return fmt.Sprintf("lock held by %q, the model says nobody leads", v)
-			case h != nil && v != h.l.Token():
+			case h != nil && v != lockValue(h.l):
 				return fmt.Sprintf("lock held by %q, the model says %v", v, h)
 			case h != nil && r.m.TTL(lockKey) != h.exp.Sub(r.now):
 				return fmt.Sprintf("the lock's TTL %v in Redis, %v in the model", r.m.TTL(lockKey), h.exp.Sub(r.now))

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -54,18 +56,26 @@ type mutexKind struct {
 
 func one(int) []string { return []string{"m"} }
 
-// lockKeys reads, on every server of r, the Mutex lock keys of names.
+// lockKeys reads, on every server of r, the Mutex lock keys of names: the
+// TTLs of each holder's token (a lock's value is "token fence").
 func lockKeys(r *rig, prefix string, names ...string) map[string][]time.Duration {
 	out := map[string][]time.Duration{}
 	for _, m := range r.servers() {
 		for _, n := range names {
 			k := keyspace.MutexLayout.KeysOf(prefix, n)[0]
 			if v, err := m.Get(k); err == nil {
-				out[v] = append(out[v], m.TTL(k))
+				tok, _, _ := strings.Cut(v, " ")
+				out[tok] = append(out[tok], m.TTL(k))
 			}
 		}
 	}
 	return out
+}
+
+// lockValue is what a Mutex-layout lock held by l stores: its token and
+// its fence.
+func lockValue(l latchkit.Lease) string {
+	return l.Token() + " " + strconv.FormatInt(l.Fence(), 10)
 }
 
 // multiNames are the names of each client's primitive in the MultiLock
@@ -371,11 +381,11 @@ func redlockFaults(r *rig, ls *leases, mus []primitives.Mutex, granted func(*rap
 			for _, h := range ls.live() {
 				on := 0
 				for _, m := range r.servers() {
-					if v, err := m.Get(keyspace.MutexLayout.KeysOf(ls.prefix, "m")[0]); err == nil && v == h.l.Token() {
+					if v, err := m.Get(keyspace.MutexLayout.KeysOf(ls.prefix, "m")[0]); err == nil && strings.HasPrefix(v, h.l.Token()+" ") {
 						on++
 					}
 				}
-				if v, _ := r.servers()[i].Get(keyspace.MutexLayout.KeysOf(ls.prefix, "m")[0]); v == h.l.Token() && on <= 2 {
+				if v, _ := r.servers()[i].Get(keyspace.MutexLayout.KeysOf(ls.prefix, "m")[0]); strings.HasPrefix(v, h.l.Token()+" ") && on <= 2 {
 					t.Skip("the holder would be left on fewer than a quorum")
 				}
 			}

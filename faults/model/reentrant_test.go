@@ -71,7 +71,7 @@ func TestModelReentrantMutex(t *testing.T) {
 			switch {
 			case h == nil && err == nil:
 				return fmt.Sprintf("lock held by %q, the model says free", v)
-			case h != nil && v != h.l.Token():
+			case h != nil && v != lockValue(h.l):
 				return fmt.Sprintf("lock held by %q, the model says %v", v, h)
 			case h != nil && r.m.TTL(lockKey) != h.exp.Sub(r.now):
 				return fmt.Sprintf("lock's TTL %v, the model says %v", r.m.TTL(lockKey), h.exp.Sub(r.now))

@@ -33,49 +33,60 @@ type LayoutKey struct {
 	// Setting marks a key that holds a setting rather than state (a
 	// semaphore's stored limit, see SetLimit): a forced release keeps it.
 	Setting bool
+	// Memory marks a key that outlives the name's leases for a while:
+	// the tokens that finished (and a Mutex's fence while ahead of the
+	// clock), a fence counter, the reserved keys. A name with no other key
+	// is remembered, not held.
+	Memory bool
+	// LockFence marks a Mutex lock, whose value is "token fence": the
+	// holder's fence lives in it, and the fence outlives it beside the
+	// finished tokens (member "#") while it may be ahead of the clock.
+	LockFence bool
 }
 
 // The layouts. A Mutex's is also that of a ReentrantMutex, of each name of
 // a MultiLock and of a Redlock on each instance (which uses its first
 // five keys); a FairMutex is a FairSemaphore of one permit.
 var (
-	// MutexLayout: the lock (the holder's token, PX ttl), the fence
-	// counter, the release marker (reserved: no script writes or reads
-	// it; it keeps its place so that the others keep theirs in every
-	// script's KEYS), the holder's annotation, the tokens that finished
-	// in the last markerTTL (zset token -> server ms: released, handed
-	// over or given back; see remember in lua/prelude.lua: a retried
-	// release finds its token there, a late copy of an attempt is refused
-	// by it), the wait queue (zset entry -> place) and the waiters'
+	// MutexLayout: the lock ("token fence": the holder's token and its
+	// fence, PX ttl), two reserved keys (":fence", the fence counter of
+	// latchkit 0.x, and ":released", a release marker: no script writes
+	// or reads them; they keep their places so that the others keep
+	// theirs in every script's KEYS), the holder's annotation, the tokens
+	// that finished in the last markerTTL (zset token -> server ms:
+	// released, handed over or given back; see remember in
+	// lua/prelude.lua: a retried release finds its token there, a late
+	// copy of an attempt is refused by it), and under the member "#" the
+	// last fence while it may be ahead of the server's clock (see
+	// keep_fence), the wait queue (zset entry -> place) and the waiters'
 	// liveness (zset entry -> expiry). Once a name's last lease has
-	// ended, it keeps the fence counter (the retention) and the finished
-	// tokens (markerTTL after the last release or give-back), whatever the
-	// number of releases.
-	MutexLayout = Layout{"mutex", "", []LayoutKey{{Suffix: "", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true},
-		{Suffix: ":released", Type: "string"}, {Suffix: ":who", Type: "string"}, {Suffix: ":gone", Type: "zset"},
+	// ended, it keeps one key, the finished tokens, markerTTL after the
+	// last release or give-back, whatever the number of releases.
+	MutexLayout = Layout{"mutex", "", []LayoutKey{{Suffix: "", Type: "string", LockFence: true}, {Suffix: ":fence", Type: "string", Memory: true},
+		{Suffix: ":released", Type: "string", Memory: true}, {Suffix: ":who", Type: "string"}, {Suffix: ":gone", Type: "zset", Memory: true},
 		{Suffix: ":q", Type: "zset"}, {Suffix: ":qlive", Type: "zset"}}}
 	// RWLayout: readers (zset token -> expiry), the writer, waiting
 	// writers' intents, the fence counter, holders' fences, the tokens
 	// that recently finished, holders' annotations.
 	RWLayout = Layout{"rw", ":rw", []LayoutKey{{Suffix: ":readers", Type: "zset"}, {Suffix: ":writer", Type: "string"},
-		{Suffix: ":waiting", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":fences", Type: "hash"},
-		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}}}
+		{Suffix: ":waiting", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true, Memory: true}, {Suffix: ":fences", Type: "hash"},
+		{Suffix: ":released", Type: "zset", Memory: true}, {Suffix: ":who", Type: "hash"}}}
 	// SemLayout: holders (zset token -> expiry), the fence counter,
 	// holders' fences, the tokens that recently finished, holders'
 	// annotations, holders' weights (hash token -> permits, only above
 	// one), the stored limit (SetLimit).
-	SemLayout = Layout{"sem", ":sem", []LayoutKey{{Suffix: "", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true},
-		{Suffix: ":fences", Type: "hash"}, {Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"},
-		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
+	SemLayout = Layout{"sem", ":sem", []LayoutKey{{Suffix: "", Type: "zset"}, {Suffix: ":fence", Type: "string", Fence: true, Memory: true},
+		{Suffix: ":fences", Type: "hash"}, {Suffix: ":released", Type: "zset", Memory: true}, {Suffix: ":who", Type: "hash"},
+		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true, Memory: true}}}
 	// FairLayout: the ticket queue, liveness, the ticket counter, the fence
 	// counter, holders (hash token -> fence), the tokens that recently
 	// finished, holders' annotations, waiters' inboxes, tickets' weights
 	// (hash token -> permits, only above one), the stored limit
 	// (SetLimit).
 	FairLayout = Layout{"fairsem", ":fair", []LayoutKey{{Suffix: ":queue", Type: "zset"}, {Suffix: ":alive", Type: "zset"},
-		{Suffix: ":tickets", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true}, {Suffix: ":holders", Type: "hash"},
-		{Suffix: ":released", Type: "zset"}, {Suffix: ":who", Type: "hash"}, {Suffix: ":box", Type: "hash"},
-		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true}}}
+		{Suffix: ":tickets", Type: "string"}, {Suffix: ":fence", Type: "string", Fence: true, Memory: true}, {Suffix: ":holders", Type: "hash"},
+		{Suffix: ":released", Type: "zset", Memory: true}, {Suffix: ":who", Type: "hash"}, {Suffix: ":box", Type: "hash"},
+		{Suffix: ":weights", Type: "hash"}, {Suffix: ":limit", Type: "string", Setting: true, Memory: true}}}
 	// LatchLayout: one hash holding the count, the count set, the round
 	// (the setting call's id) and the ids of the calls that set or
 	// counted (see lua/latch_set.lua). A latch has no fence counter.

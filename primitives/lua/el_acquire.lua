@@ -3,19 +3,19 @@
 -- the election's lock (see mutex_attempt), which, when granted, seats the
 -- candidate's value, and, when it queues, keeps the value beside its queue
 -- entry so that a resigning leader can seat it at once.
--- KEYS: 1-7 as mutex_acquire (the lock, fence counter, release marker,
+-- KEYS: 1-7 as mutex_acquire (the lock, two reserved,
 -- annotation, tokens given back, wait queue, waiters' liveness), 8 the
 -- seat (hash v -> the leader's value, f -> its fence; expiring with the
 -- lock), 9 the candidates' values (hash queue entry -> value).
 -- ARGV: 1 token, 2 ttl ms, 3 annotation, 4 waiter timeout ms and 5 queue
--- entry (both "" for a TryCampaign, which never queues), 6 the fence
--- counter's retention ms, 7 the value, 8 the observers' channel.
+-- entry (both "" for a TryCampaign, which never queues), 6 the retention
+-- ms (unused), 7 the value, 8 the observers' channel.
 -- Reply: as mutex_acquire.
 redis.call('HLEN', KEYS[8])
 redis.call('HLEN', KEYS[9])
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {0, 0, false} end
 local waiting = ARGV[4] ~= ''
-local r = mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5], ARGV[6])
+local r = mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5])
 if r[1] == 1 then
   if waiting then redis.call('HDEL', KEYS[9], ARGV[5]) end
   seat(KEYS[8], ARGV[8], r[2], ARGV[7], tonumber(ARGV[2]))

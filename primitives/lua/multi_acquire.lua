@@ -1,14 +1,14 @@
---@uses fence_of enqueue dequeue hand_over raise_fence foreign_lock
+--@uses enqueue dequeue hand_over foreign_lock clock owner held_fence lock_value keep_fence next_fence
 -- The acquire of a MultiLock whose names live on one server.
 -- KEYS: the Mutex keys of every name, in canonical order, seven per name
--- (lock, fence counter, release marker, annotation, tokens given back,
+-- (lock, two reserved, annotation, tokens given back,
 -- wait queue, liveness), so that a MultiLock excludes, and is excluded by,
 -- a Mutex of any of its names.
 -- ARGV: 1 token, 2 ttl ms, 3 annotation ("" for none), 4 the waiter
 -- timeout ms ("" for a TryLock: it never writes unless it is granted),
 -- 5 the queue entry ("token inbox"), 6 hand ms (see mutex_release),
--- 7.. the release channel of each name; last, the fence counter's
--- retention ms (see raise_fence).
+-- 7.. the release channel of each name; last, the retention
+-- ms (unused).
 -- Reply: {1, fence...} with one fence per name, granted; {0, wait hint ms,
 -- annotation of the holder} held.
 --
@@ -26,17 +26,18 @@
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {0, 0, false} end
 local n = #KEYS / 7
 local tok, waiting = ARGV[1], ARGV[4] ~= ''
-local state, first, hint, who = {}, nil, 0, false
+local state, vals, marks, first, hint, who = {}, {}, {}, nil, 0, false
+local now, us = clock()
 for i = 0, n - 1 do
   local k = i * 7 + 1
   local v = redis.call('GET', KEYS[k])
-  local bad = fence_of(KEYS[k+1]); if bad then return bad end
+  vals[i], marks[i] = v, redis.call('ZSCORE', KEYS[k+4], '#') -- type-checks the finished tokens before any write
   if ARGV[3] ~= '' then redis.call('GET', KEYS[k+3]) end -- type-checks the annotation before any write
   if waiting then
     redis.call('ZSCORE', KEYS[k+5], ARGV[5])
     redis.call('ZSCORE', KEYS[k+6], ARGV[5])
   end
-  if v == tok then
+  if owner(v) == tok then
     state[i] = 'mine'
   elseif v then
     state[i] = 'held'
@@ -56,10 +57,12 @@ if not first then
     local k = i * 7 + 1
     if state[i] == 'mine' then
       redis.call('PEXPIRE', KEYS[k], ARGV[2])
-      out[#out+1] = tonumber(redis.call('GET', KEYS[k+1]) or '0') or 0
+      out[#out+1] = held_fence(vals[i]) or 0
     else
-      out[#out+1] = raise_fence(KEYS[k+1], ARGV[#ARGV])
-      redis.call('SET', KEYS[k], tok, 'PX', ARGV[2])
+      local f = next_fence(us, marks[i])
+      redis.call('SET', KEYS[k], lock_value(tok, f), 'PX', ARGV[2])
+      keep_fence(KEYS[k+4], f, us)
+      out[#out+1] = f
     end
     if ARGV[3] ~= '' then redis.call('SET', KEYS[k+3], ARGV[3], 'PX', ARGV[2]) end
     if waiting then dequeue(KEYS[k+5], KEYS[k+6], ARGV[5]) end
@@ -72,8 +75,9 @@ for i = 0, n - 1 do
   local k = i * 7 + 1
   if i < first then
     if state[i] == 'free' then
-      raise_fence(KEYS[k+1], ARGV[#ARGV])
-      redis.call('SET', KEYS[k], tok, 'PX', wait)
+      local f = next_fence(us, marks[i])
+      redis.call('SET', KEYS[k], lock_value(tok, f), 'PX', wait)
+      keep_fence(KEYS[k+4], f, us)
     else
       redis.call('PEXPIRE', KEYS[k], wait)
     end
@@ -82,7 +86,7 @@ for i = 0, n - 1 do
     enqueue(KEYS[k+5], KEYS[k+6], ARGV[5], wait)
   else
     dequeue(KEYS[k+5], KEYS[k+6], ARGV[5])
-    if state[i] == 'mine' then hand_over(k, tok, ARGV[7+i], ARGV[6], ARGV[#ARGV]) end
+    if state[i] == 'mine' then hand_over(k, tok, ARGV[7+i], ARGV[6], vals[i], now, us) end
   end
 end
 return {0, math.min(hint, math.max(math.floor(wait / 3), 1)), who}

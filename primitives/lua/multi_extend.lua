@@ -1,4 +1,4 @@
---@uses companion
+--@uses companion owner
 -- The extend of a MultiLock whose names live on one server: only when the
 -- token holds every name.
 -- KEYS: each name's lock: the keys that exist whenever the token holds
@@ -7,7 +7,7 @@
 -- companion), in the order of KEYS.
 -- Reply: 1 extended, 0 not held.
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end
+  if owner(redis.call('GET', KEYS[i])) ~= ARGV[1] then return 0 end
 end
 for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], ARGV[2])

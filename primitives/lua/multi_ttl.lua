@@ -1,3 +1,4 @@
+--@uses owner
 -- The remaining time of a MultiLock lease whose names live on one server.
 -- KEYS: each name's lock (see multi_extend).
 -- ARGV: 1 token.
@@ -5,7 +6,7 @@
 -- not hold every name.
 local least = -1
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return -3 end
+  if owner(redis.call('GET', KEYS[i])) ~= ARGV[1] then return -3 end
   local d = redis.call('PTTL', KEYS[i])
   if least < 0 or d < least then least = d end
 end

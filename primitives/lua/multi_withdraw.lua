@@ -1,4 +1,4 @@
---@uses now_ms hand_over dequeue remember
+--@uses clock owner hand_over dequeue remember
 -- The give-back of a MultiLock acquisition that ended without a grant: the
 -- token is remembered as given back on every name (a late copy of its
 -- attempt is refused), its entries leave every queue, and every name its
@@ -10,21 +10,21 @@
 -- taken for a late copy.
 -- KEYS as multi_acquire.
 -- ARGV: 1 token, 2 hand ms, 3 the queue entry ("" for none), 4.. the
--- release channel of each name; then the fence counter's retention ms;
+-- release channel of each name; then the retention ms (unused);
 -- last, for a pass only, "0".
 -- Reply: 0.
 local n = #KEYS / 7
-local ret, final = ARGV[4 + n], ARGV[5 + n] ~= '0'
-local mine = {}
+local final = ARGV[5 + n] ~= '0'
+local vals = {}
 for i = 0, n - 1 do
-  mine[i] = redis.call('GET', KEYS[i * 7 + 1]) == ARGV[1]
+  vals[i] = redis.call('GET', KEYS[i * 7 + 1])
   redis.call('ZCARD', KEYS[i * 7 + 5])
 end
-local now = now_ms()
+local now, us = clock()
 for i = 0, n - 1 do
   local k = i * 7 + 1
   if final then remember(KEYS[k+4], ARGV[1], now) end
   if ARGV[3] ~= '' then dequeue(KEYS[k+5], KEYS[k+6], ARGV[3]) end
-  if mine[i] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], ret) end
+  if owner(vals[i]) == ARGV[1] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], vals[i], now, us) end
 end
 return 0

@@ -1,11 +1,11 @@
---@uses now_ms hand_over remember
+--@uses clock owner hand_over remember
 -- The release of a Mutex, and of each instance of a Redlock.
 -- KEYS as mutex_acquire (a Redlock passes the first five; the release
 -- marker, KEYS[3], is not touched).
 -- ARGV: 1 token, 2 the release channel ('' for none: a Redlock's
 -- instances but the first, where nobody listens), 3 how long a lock
--- handed over waits for its new holder to confirm, ms, 4 the fence
--- counter's retention ms.
+-- handed over waits for its new holder to confirm, ms, 4 the retention
+-- ms (unused).
 -- Reply: 1 released (now, or within the last $MARKER_MS ms by an earlier
 -- try of this release whose reply was lost), 0 not held.
 --
@@ -14,12 +14,12 @@
 -- does: a retry of this release finds it there (released), whatever
 -- happened to the name since, and a late copy of the token's attempt is
 -- refused (mutex_attempt), so that it cannot grant the lock to nobody.
-local mine = redis.call('GET', KEYS[1]) == ARGV[1]
-local done = redis.call('ZSCORE', KEYS[5], ARGV[1]) -- type-checks the finished tokens before any write
-if mine then
-  hand_over(1, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  remember(KEYS[5], ARGV[1], now_ms())
+local v = redis.call('GET', KEYS[1])
+if owner(v) == ARGV[1] then
+  local now, us = clock()
+  remember(KEYS[5], ARGV[1], now) -- its first write type-checks the finished tokens
+  hand_over(1, ARGV[1], ARGV[2], ARGV[3], v, now, us)
   return 1
 end
-if done then return 1 end
+if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return 1 end
 return 0

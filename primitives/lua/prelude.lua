@@ -149,28 +149,89 @@ local function dequeue(q, qlive, entry)
   if redis.pcall('ZREM', q, entry) == 1 then redis.pcall('ZREM', qlive, entry) end
 end
 
---@ hand_over uses now_ms target queue_len fence_ok raise_fence
--- hand_over frees the mutex lock held by tok, KEYS[k] being the lock and
--- KEYS[k+1], KEYS[k+3], KEYS[k+5], KEYS[k+6] its fence counter,
--- annotation, wait queue and liveness (the Mutex key layout). It gives
--- the lock to the oldest live waiter that is not tok (dropping dead
--- entries, and tok's own, on the way): the lock key is set to that waiter's token for hand ms, the fence
--- raised, and the waiter alone woken by a message on its process's inbox
--- (the entry is "token inbox"; an entry without an inbox: on chan) naming
--- it by digest, followed by the grant's fence and hand: "=digest fence
--- hand". A waiting Mutex Lock holds on that message alone, no attempt
--- more, when the fence shows the hand-over came after its last attempt
--- (see mutex_attempt's reply). Without a queue (a Redlock's keys: KEYS[k+5] absent) or
--- with an empty one, it deletes the lock; without a queue it also wakes a
--- waiter per process on chan, unless chan is '' (a Redlock's instances
--- but the first, where nobody listens). When it handed the lock over it
--- returns the new holder's token, its fence and its queue entry;
--- otherwise false.
--- ret is the retention of the fence counter (see raise_fence).
-local function hand_over(k, tok, chan, hand, ret)
+--@ clock
+-- clock is the server's clock twice: in milliseconds (as now_ms) and in
+-- microseconds, from one TIME.
+local function clock()
+  local t = redis.call('TIME')
+  local sec, us = tonumber(t[1]), tonumber(t[2])
+  return sec * 1000 + math.floor(us / 1000), sec * 1000000 + us
+end
+
+--@ owner
+-- owner is the token holding a mutex lock whose value is v ("token
+-- fence", see lock_value; a bare token, as latchkit 0.x wrote it, is its
+-- own owner), or false for no value.
+local function owner(v)
+  if not v then return false end
+  local sp = string.find(v, ' ', 1, true)
+  if sp then return string.sub(v, 1, sp - 1) end
+  return v
+end
+
+--@ held_fence
+-- held_fence is the fence in a mutex lock's value v, or nil (no value, or
+-- a bare token).
+local function held_fence(v)
+  local sp = v and string.find(v, ' ', 1, true)
+  if not sp then return nil end
+  return tonumber(string.sub(v, sp + 1))
+end
+
+--@ lock_value
+-- lock_value is what a mutex lock held by tok with fence f stores: the
+-- holder's fence lives in the lock itself, so that a grant writes one key.
+local function lock_value(tok, f)
+  return tok .. ' ' .. string.format('%.0f', f)
+end
+
+--@ keep_fence uses keep
+-- keep_fence keeps fence f, granted or released at the server's time us
+-- (µs), beside a mutex name's finished tokens (the zset gone, member '#',
+-- scored by the fence) when it may be ahead of the clock (f >= us): the
+-- next grant takes a fence above it (next_fence) although the lock that
+-- held it is gone. It stays $MARKER_MS ms after the clock passes f. A
+-- fence behind the clock needs no memory: the next grant's, never below
+-- the clock, is above it, as long as the clock does not step back by more
+-- than the time since that grant.
+local function keep_fence(gone, f, us)
+  if f < us then return end
+  redis.call('ZADD', gone, f, '#')
+  keep(gone, $MARKER_MS + math.ceil((f - us) / 1000))
+end
+
+--@ next_fence
+-- next_fence is the fence of a new grant of a mutex name at the server's
+-- time us: the clock in µs, above the fence kept while ahead (mark, the
+-- '#' score of the finished tokens, or false), and never below least
+-- (see mutex_attempt).
+local function next_fence(us, mark, least)
+  return math.max(us, (tonumber(mark) or -1) + 1, tonumber(least) or 0)
+end
+
+--@ hand_over uses target queue_len lock_value held_fence keep_fence
+-- hand_over frees the mutex lock held by tok, whose value is v, KEYS[k]
+-- being the lock and KEYS[k+3], KEYS[k+4], KEYS[k+5], KEYS[k+6] its
+-- annotation, finished tokens, wait queue and liveness (the Mutex key
+-- layout); now and us are the server's clock (see clock). It gives the
+-- lock to the oldest live waiter that is not tok (dropping dead entries,
+-- and tok's own, on the way): the lock key is set to that waiter's token
+-- and a fence above v's for hand ms, and the waiter alone woken by a
+-- message on its process's inbox (the entry is "token inbox"; an entry
+-- without an inbox: on chan) naming it by digest, followed by the grant's
+-- fence and hand: "=digest fence hand". A waiting Mutex Lock holds on that
+-- message alone, no attempt more, when the fence shows the hand-over came
+-- after its last attempt (see mutex_attempt's reply). Without a queue (a
+-- Redlock's keys: KEYS[k+5] absent) or with an empty one, it deletes the
+-- lock; without a queue it also wakes a waiter per process on chan, unless
+-- chan is '' (a Redlock's instances but the first, where nobody listens).
+-- Either way the last fence is kept while it may be ahead of the clock
+-- (keep_fence). When it handed the lock over it returns the new holder's
+-- token, its fence and its queue entry; otherwise false.
+local function hand_over(k, tok, chan, hand, v, now, us)
   local q, qlive = KEYS[k+5], KEYS[k+6]
-  if q and queue_len(q, qlive) > 0 and fence_ok(KEYS[k+1]) then
-    local now = now_ms()
+  local prev = held_fence(v) or 0
+  if q and queue_len(q, qlive) > 0 then
     while true do
       local head = redis.call('ZRANGE', q, 0, 0)[1]
       if not head then break end
@@ -180,58 +241,63 @@ local function hand_over(k, tok, chan, hand, ret)
       local t, box = string.match(head, '^(%S+) (.+)$')
       t = t or head
       if t ~= tok and alive and tonumber(alive) > now then
-        local f = raise_fence(KEYS[k+1], ret)
-        redis.call('SET', KEYS[k], t, 'PX', hand)
+        local f = math.max(us, prev + 1)
+        redis.call('SET', KEYS[k], lock_value(t, f), 'PX', hand)
         redis.call('DEL', KEYS[k+3])
+        keep_fence(KEYS[k+4], f, us)
         redis.pcall('PUBLISH', box or chan, target(t, f, hand))
         return t, f, head
       end
     end
   end
   redis.call('DEL', KEYS[k], KEYS[k+3])
+  keep_fence(KEYS[k+4], prev, us)
   if not q and chan ~= '' then redis.pcall('PUBLISH', chan, '$WAKE_ONE') end
   return false
 end
 
---@ mutex_attempt uses enqueue dequeue raise_fence foreign_lock
+--@ mutex_attempt uses enqueue dequeue foreign_lock clock owner held_fence lock_value keep_fence next_fence
 -- mutex_attempt is one attempt at a mutex lock (KEYS 1-5, and 6-7 for a
 -- waiting Lock: the Mutex key layout) by token tok for ttl ms, storing
 -- note beside a grant ("" for none). A waiting Lock gives wait (the waiter
 -- timeout, ms) and entry (its queue entry, "token inbox"); a single
--- attempt gives false for both. ret is the fence counter's retention;
--- least, when given, the least fence a grant takes (see raise_fence).
--- It returns the reply of mutex_acquire: {1, fence} granted; {0, wait
--- hint ms, the holder's annotation or false} held, and for a waiting Lock
--- a fourth element, the fence counter as it stands (false when absent): a
--- hand-over message with a greater fence was sent after this attempt ran.
+-- attempt gives false for both. least, when given, is the least fence a
+-- grant takes (a Redlock's attempt proposes one above every fence and
+-- clock it expects, so that its instances grant the same fence and none
+-- needs raising). It returns the reply of mutex_acquire: {1, fence}
+-- granted; {0, wait hint ms, the holder's annotation or false} held, and
+-- for a waiting Lock a fourth element, the holder's fence as a string
+-- (false when unknown): a hand-over message with a greater fence was sent
+-- after this attempt ran.
 --
--- A token given back is refused: this is a late copy of an attempt whose
--- acquisition has ended. A waiting Lock that finds the lock held queues,
--- or heartbeats its place. Whenever it is granted, its entry leaves the
--- queue: also when an earlier try of this attempt queued it and a resent
--- copy wins the lock. Finding its own token means an earlier try of this
--- attempt got through (its reply was lost), or a release handed the lock
--- over: granted, with the TTL refreshed.
-local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
-  if redis.call('ZSCORE', KEYS[5], tok) then return {0, 0, false} end
+-- A grant's fence (next_fence) is the server's clock in microseconds,
+-- above any fence kept beside the finished tokens while ahead of it, and
+-- is stored in the lock's value (lock_value). A token given back is
+-- refused: this is a late copy of an attempt whose acquisition has ended.
+-- A waiting Lock that finds the lock held queues, or heartbeats its
+-- place. Whenever it is granted, its entry leaves the queue: also when an
+-- earlier try of this attempt queued it and a resent copy wins the lock.
+-- Finding its own token means an earlier try of this attempt got through
+-- (its reply was lost), or a release handed the lock over: granted, with
+-- the TTL refreshed.
+local function mutex_attempt(tok, ttl, note, wait, entry, least)
+  local g = redis.call('ZMSCORE', KEYS[5], tok, '#')
+  if g[1] then return {0, 0, false} end
   if note ~= '' then redis.call('GET', KEYS[4]) end -- type-checks the annotation before any write
-  if redis.call('SET', KEYS[1], tok, 'NX', 'PX', ttl) then
-    local f, bad = raise_fence(KEYS[2], ret, least)
-    if not f then
-      redis.call('DEL', KEYS[1])
-      return redis.error_reply('WRONGTYPE fence counter: ' .. tostring(bad.err))
-    end
+  local _, us = clock()
+  local f = next_fence(us, g[2], least)
+  if redis.call('SET', KEYS[1], lock_value(tok, f), 'NX', 'PX', ttl) then
+    keep_fence(KEYS[5], f, us)
     if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
     if wait then dequeue(KEYS[6], KEYS[7], entry) end
     return {1, f}
   end
   local v = redis.call('GET', KEYS[1])
-  if v == tok then
-    local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if owner(v) == tok then
     redis.call('PEXPIRE', KEYS[1], ttl)
     if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
     if wait then dequeue(KEYS[6], KEYS[7], entry) end
-    return {1, f}
+    return {1, held_fence(v) or 0}
   end
   local hint = redis.call('PTTL', KEYS[1])
   local foreign = foreign_lock(KEYS[1], hint); if foreign then return foreign end
@@ -240,9 +306,8 @@ local function mutex_attempt(tok, ttl, note, wait, entry, ret, least)
     wait = tonumber(wait)
     enqueue(KEYS[6], KEYS[7], entry, wait)
     hint = math.min(hint, math.max(math.floor(wait / 3), 1))
-    local fc = redis.pcall('GET', KEYS[2]) -- after the queue's writes: never raise
-    if type(fc) ~= 'string' then fc = false end
-    return {0, hint, who, fc}
+    local fc = held_fence(v)
+    return {0, hint, who, fc and string.format('%.0f', fc) or false}
   end
   return {0, hint, who}
 end
