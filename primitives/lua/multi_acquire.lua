@@ -61,7 +61,7 @@ if not first then
     else
       local f = next_fence(us, marks[i])
       redis.call('SET', KEYS[k], lock_value(tok, f), 'PX', ARGV[2])
-      keep_fence(KEYS[k+4], f, us)
+      if f > us then keep_fence(KEYS[k+4], f, us) end
       out[#out+1] = f
     end
     if ARGV[3] ~= '' then redis.call('SET', KEYS[k+3], ARGV[3], 'PX', ARGV[2]) end
@@ -77,7 +77,7 @@ for i = 0, n - 1 do
     if state[i] == 'free' then
       local f = next_fence(us, marks[i])
       redis.call('SET', KEYS[k], lock_value(tok, f), 'PX', wait)
-      keep_fence(KEYS[k+4], f, us)
+      if f > us then keep_fence(KEYS[k+4], f, us) end
     else
       redis.call('PEXPIRE', KEYS[k], wait)
     end

@@ -186,11 +186,13 @@ local function lock_value(tok, f)
 end
 
 --@ keep_fence uses keep
--- keep_fence keeps fence f, granted or released at the server's time us
--- (µs), beside a mutex name's finished tokens (the zset gone, member '#',
--- scored by the fence) when it may be ahead of the clock (f >= us): the
--- next grant takes a fence above it (next_fence) although the lock that
--- held it is gone. It stays $MARKER_MS ms after the clock passes f. A
+-- keep_fence keeps fence f, released at the server's time us (µs), beside
+-- a mutex name's finished tokens (the zset gone, member '#', scored by the
+-- fence) when it may be ahead of the clock (f >= us: the next grant may
+-- run in the same µs): that grant takes a fence above it (next_fence)
+-- although the lock that held it is gone. A grant calls it only for a
+-- fence above its clock (f > us): the same name's next grant runs in a
+-- later µs, after the lock's release (which calls it again) or expiry. It stays $MARKER_MS ms after the clock passes f. A
 -- fence behind the clock needs no memory: the next grant's, never below
 -- the clock, is above it, as long as the clock does not step back by more
 -- than the time since that grant.
@@ -244,7 +246,7 @@ local function hand_over(k, tok, chan, hand, v, now, us)
         local f = math.max(us, prev + 1)
         redis.call('SET', KEYS[k], lock_value(t, f), 'PX', hand)
         redis.call('DEL', KEYS[k+3])
-        keep_fence(KEYS[k+4], f, us)
+        if f > us then keep_fence(KEYS[k+4], f, us) end
         redis.pcall('PUBLISH', box or chan, target(t, f, hand))
         return t, f, head
       end
@@ -287,7 +289,7 @@ local function mutex_attempt(tok, ttl, note, wait, entry, least)
   local _, us = clock()
   local f = next_fence(us, g[2], least)
   if redis.call('SET', KEYS[1], lock_value(tok, f), 'NX', 'PX', ttl) then
-    keep_fence(KEYS[5], f, us)
+    if f > us then keep_fence(KEYS[5], f, us) end -- see keep_fence
     if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
     if wait then dequeue(KEYS[6], KEYS[7], entry) end
     return {1, f}
