@@ -1,4 +1,4 @@
---@uses clock owner hand_over remember
+--@uses clock owner held_fence hand_over remember
 -- The release of a MultiLock whose names live on one server: every name
 -- its token still holds is handed over to its queue's oldest live waiter,
 -- or freed, and remembers the token among its finished ones (see
@@ -23,8 +23,8 @@ if any then
   for i = 0, n - 1 do
     if held[i] then
       local k = i * 7 + 1
-      remember(KEYS[k+4], ARGV[1], now)
-      hand_over(k, ARGV[1], ARGV[3+i], ARGV[2], vals[i], now, us)
+      remember(KEYS[k+4], ARGV[1], now, held_fence(vals[i]), us)
+      hand_over(k, ARGV[1], ARGV[3+i], ARGV[2], vals[i], now, us, true)
     end
   end
 end

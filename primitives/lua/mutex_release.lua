@@ -1,4 +1,4 @@
---@uses clock owner hand_over remember
+--@uses clock owner held_fence hand_over remember
 -- The release of a Mutex, and of each instance of a Redlock.
 -- KEYS as mutex_acquire (a Redlock passes the first five; the release
 -- marker, KEYS[3], is not touched).
@@ -17,8 +17,8 @@
 local v = redis.call('GET', KEYS[1])
 if owner(v) == ARGV[1] then
   local now, us = clock()
-  remember(KEYS[5], ARGV[1], now) -- its first write type-checks the finished tokens
-  hand_over(1, ARGV[1], ARGV[2], ARGV[3], v, now, us)
+  remember(KEYS[5], ARGV[1], now, held_fence(v), us) -- its first write type-checks the finished tokens
+  hand_over(1, ARGV[1], ARGV[2], ARGV[3], v, now, us, true)
   return 1
 end
 if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return 1 end

@@ -185,7 +185,7 @@ local function lock_value(tok, f)
   return tok .. ' ' .. string.format('%.0f', f)
 end
 
---@ keep_fence uses keep
+--@ keep_fence
 -- keep_fence keeps fence f, released at the server's time us (µs), beside
 -- a mutex name's finished tokens (the zset gone, member '#', scored by the
 -- fence) when it may be ahead of the clock (f >= us: the next grant may
@@ -196,10 +196,15 @@ end
 -- fence behind the clock needs no memory: the next grant's, never below
 -- the clock, is above it, as long as the clock does not step back by more
 -- than the time since that grant.
+--
+-- Its expiry is set, not only raised: f is above every fence kept before
+-- (a grant's fence is above the kept one, a release's is the last
+-- granted), so the new expiry is past what any of them needs, and past a
+-- minute, what the finished tokens need.
 local function keep_fence(gone, f, us)
   if f < us then return end
   redis.call('ZADD', gone, f, '#')
-  keep(gone, $MARKER_MS + math.ceil((f - us) / 1000))
+  redis.call('PEXPIRE', gone, $MARKER_MS + math.ceil((f - us) / 1000))
 end
 
 --@ next_fence
@@ -228,9 +233,11 @@ end
 -- lock; without a queue it also wakes a waiter per process on chan, unless
 -- chan is '' (a Redlock's instances but the first, where nobody listens).
 -- Either way the last fence is kept while it may be ahead of the clock
--- (keep_fence). When it handed the lock over it returns the new holder's
--- token, its fence and its queue entry; otherwise false.
-local function hand_over(k, tok, chan, hand, v, now, us)
+-- (keep_fence; when it deletes the lock, unless kept says the caller
+-- kept v's fence already, see remember). When it handed the lock over it
+-- returns the new holder's token, its fence and its queue entry;
+-- otherwise false.
+local function hand_over(k, tok, chan, hand, v, now, us, kept)
   local q, qlive = KEYS[k+5], KEYS[k+6]
   local prev = held_fence(v) or 0
   if q and queue_len(q, qlive) > 0 then
@@ -253,7 +260,7 @@ local function hand_over(k, tok, chan, hand, v, now, us)
     end
   end
   redis.call('DEL', KEYS[k], KEYS[k+3])
-  keep_fence(KEYS[k+4], prev, us)
+  if not kept then keep_fence(KEYS[k+4], prev, us) end
   if not q and chan ~= '' then redis.pcall('PUBLISH', chan, '$WAKE_ONE') end
   return false
 end
@@ -330,8 +337,17 @@ end
 -- entry per token finished in the window (about 160 bytes once the set
 -- is past 128 entries, far less below), trimmed by every call and gone
 -- with the key a window after the last.
-local function remember(key, tok, now)
+--
+-- A Mutex-layout release passes its lock's fence f and the clock in µs,
+-- us: when the fence may be ahead of the clock it is kept in the same
+-- write (see keep_fence).
+local function remember(key, tok, now, f, us)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - $MARKER_MS)
+  if f and f >= us then
+    redis.call('ZADD', key, now, tok, f, '#')
+    redis.call('PEXPIRE', key, $MARKER_MS + math.ceil((f - us) / 1000))
+    return
+  end
   redis.call('ZADD', key, now, tok)
   redis.call('PEXPIRE', key, $MARKER_MS)
 end
