@@ -14,7 +14,29 @@
 -- does: a retry of this release finds it there (released), whatever
 -- happened to the name since, and a late copy of the token's attempt is
 -- refused (mutex_attempt), so that it cannot grant the lock to nobody.
+--
+-- The fast path is the release of a lock nobody waits for (no queue, or
+-- an empty one), written out as remember and hand_over do it.
 local v = redis.call('GET', KEYS[1])
+local sp = v and string.find(v, ' ', 1, true)
+if sp and string.sub(v, 1, sp - 1) == ARGV[1] and (not KEYS[6] or redis.pcall('ZCARD', KEYS[6]) == 0) then
+  local f = tonumber(string.sub(v, sp + 1))
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - $MARKER_MS) -- type-checks the finished tokens before any write
+  if f and f >= us then
+    redis.call('ZADD', KEYS[5], now, ARGV[1], f, '#')
+    redis.call('PEXPIRE', KEYS[5], $MARKER_MS + math.ceil((f - us) / 1000))
+  else
+    redis.call('ZADD', KEYS[5], now, ARGV[1])
+    redis.call('PEXPIRE', KEYS[5], $MARKER_MS)
+  end
+  redis.call('DEL', KEYS[1], KEYS[4])
+  if not KEYS[6] and ARGV[2] ~= '' then redis.pcall('PUBLISH', ARGV[2], '$WAKE_ONE') end
+  return 1
+end
+--@slow
 if owner(v) == ARGV[1] then
   local now, us = clock()
   remember(KEYS[5], ARGV[1], now, held_fence(v), us) -- its first write type-checks the finished tokens
