@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := config{goroutines: 64, clients: 16, hold: time.Millisecond}
 	fs.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of S3; figures are medians over them")
 	fs.IntVar(&cfg.urounds, "urounds", 9, "interleaved rounds of S1, S2 and S4 (short runs, many rounds: drift cancels better)")
-	fs.StringVar(&cfg.only, "only", "", "run only one scenario: S1, S2, S3, S4, S5 or allocs; or S2x (where S2's Redis CPU goes, run only when asked)")
+	fs.StringVar(&cfg.only, "only", "", "run only one scenario: S1, S2, S3, S4, S5 or allocs; or S2x (where S2's Redis CPU goes) or S2p (the other primitives beside minimal scripts), run only when asked")
 	cfg.scale = scaleConfig{hold: time.Millisecond, timeout: 15 * time.Minute}
 	fs.IntVar(&cfg.scale.waiters, "s5.waiters", 100000, "S5: waiters in all")
 	fs.IntVar(&cfg.scale.names, "s5.names", 10000, "S5: names they wait on")
@@ -184,6 +184,11 @@ func measureAll(ctx context.Context, cfg config, servers []*server, rep *report,
 	}
 	if want("S2") {
 		if rep.s2, err = uncontended(fmt.Sprintf("S2: uncontended lock+unlock, %d goroutines on one client, distinct fresh keys", cfg.goroutines), singleContenders(), servers[:1], cfg.goroutines); err != nil {
+			return err
+		}
+	}
+	if cfg.only == "S2p" {
+		if rep.s2p, err = uncontended(fmt.Sprintf("S2p: latchkit's other primitives beside minimal scripts, %d goroutines on one rueidis client, distinct fresh names", cfg.goroutines), otherContenders(), servers[:1], cfg.goroutines); err != nil {
 			return err
 		}
 	}

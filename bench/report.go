@@ -34,6 +34,7 @@ type report struct {
 	redisVersion string
 	s1, s2, s4   *uncontendedTable
 	s2x          *uncontendedTable // only with -only S2x
+	s2p          *uncontendedTable // only with -only S2p
 	s3           *contendedTable
 	s5           *scaleResult
 	allocs       []allocRow
@@ -80,6 +81,9 @@ func (r *report) write(w io.Writer) {
 	}
 	if r.s2 != nil {
 		r.writeUncontended(w, r.s2, "S2", targetS2Ratio)
+	}
+	if r.s2p != nil {
+		r.writeUncontended(w, r.s2p, "S2p", 0)
 	}
 	if r.s2x != nil {
 		r.writeUncontended(w, r.s2x, "S2x", 0)
