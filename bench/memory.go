@@ -119,12 +119,12 @@ func measureMemory(ctx context.Context, srv *server, n, g int, retention time.Du
 
 func (r memoryResult) write(w io.Writer) {
 	fmt.Fprintf(w, "## M1: memory of %d distinct names\n\n", r.names)
-	fmt.Fprintf(w, "Each name locked once and released (`NewMutex` + `Lock` + `Release`, `WithRetention(%v)`), in %v; then everything waited out (%v: the retention, and the minute a release marker lives).\n\n", r.retention, r.took.Round(time.Second), r.waited)
+	fmt.Fprintf(w, "Each name locked once and released (`NewMutex` + `Lock` + `Release`, `WithRetention(%v)`), in %v; then everything waited out (%v: the minute the finished tokens live, and the retention, which a Mutex no longer uses).\n\n", r.retention, r.took.Round(time.Second), r.waited)
 	fmt.Fprintln(w, "| when | keys | used_memory | used_memory_dataset |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for i, when := range []string{"before", fmt.Sprintf("after %d names", r.names), "after the retention"} {
 		fmt.Fprintf(w, "| %s | %d | %.1f MiB | %.1f MiB |\n", when, r.keys[i], float64(r.usedMemory[i])/(1<<20), float64(r.usedMemoryDataset[i])/(1<<20))
 	}
 	per := float64(r.usedMemory[1]-r.usedMemory[0]) / float64(r.names)
-	fmt.Fprintf(w, "\nAfter the names: %.2f keys and %.0f bytes of used_memory a name (the release markers and the fence counters, until they expire). After the retention: %d keys beyond the baseline.\n", float64(r.keys[1]-r.keys[0])/float64(r.names), per, r.keys[2]-r.keys[0])
+	fmt.Fprintf(w, "\nAfter the names: %.2f keys and %.0f bytes of used_memory a name (the keys a name keeps after its last lease: a Mutex's finished tokens, until they expire). After the retention: %d keys beyond the baseline.\n", float64(r.keys[1]-r.keys[0])/float64(r.names), per, r.keys[2]-r.keys[0])
 }
