@@ -16,11 +16,11 @@
 -- fence as a fourth element (see mutex_attempt).
 --
 -- The fast path is mutex_attempt's grant of a free lock without an
--- annotation, written out; any other case goes on to mutex_attempt, with
--- what the fast path read.
+-- annotation, written out; any other case goes on to mutex_attempt (told
+-- when the fast path found the lock held).
 local waiting = #ARGV == 6
 local least = #ARGV == 5 and ARGV[4]
-local pre = false
+local tried = false
 if ARGV[3] == '' then
   local g = redis.call('ZMSCORE', KEYS[5], ARGV[1], '#')
   if g[1] then return {0, 0, false} end
@@ -35,7 +35,7 @@ if ARGV[3] == '' then
     if waiting and redis.pcall('ZREM', KEYS[6], ARGV[5]) == 1 then redis.pcall('ZREM', KEYS[7], ARGV[5]) end
     return {1, f}
   end
-  pre = {g = g, us = us}
+  tried = true
 end
 --@slow
-return mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5], least, pre)
+return mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5], least, tried)

@@ -268,9 +268,9 @@ end
 --@ mutex_attempt uses enqueue dequeue foreign_lock clock owner held_fence lock_value keep_fence next_fence
 -- mutex_attempt is one attempt at a mutex lock (KEYS 1-5, and 6-7 for a
 -- waiting Lock: the Mutex key layout) by token tok for ttl ms, storing
--- note beside a grant ("" for none). pre, when given, is what a fast path
--- (mutex_acquire's) read before it found the lock held: the finished
--- tokens' scores of tok and '#' (g) and the clock in µs (us). A waiting Lock gives wait (the waiter
+-- note beside a grant ("" for none). tried says a fast path (mutex_acquire's)
+-- already made this attempt's checks and its SET NX, and found the lock
+-- held: what is left is the held case. A waiting Lock gives wait (the waiter
 -- timeout, ms) and entry (its queue entry, "token inbox"); a single
 -- attempt gives false for both. least, when given, is the least fence a
 -- grant takes (a Redlock's attempt proposes one above every fence and
@@ -291,21 +291,19 @@ end
 -- Finding its own token means an earlier try of this attempt got through
 -- (its reply was lost), or a release handed the lock over: granted, with
 -- the TTL refreshed.
-local function mutex_attempt(tok, ttl, note, wait, entry, least, pre)
-  local g, us, f = pre and pre.g, pre and pre.us, nil
-  if not pre then
-    g = redis.call('ZMSCORE', KEYS[5], tok, '#')
+local function mutex_attempt(tok, ttl, note, wait, entry, least, tried)
+  if not tried then
+    local g = redis.call('ZMSCORE', KEYS[5], tok, '#')
     if g[1] then return {0, 0, false} end
     if note ~= '' then redis.call('GET', KEYS[4]) end -- type-checks the annotation before any write
-    local _
-    _, us = clock()
-  end
-  f = next_fence(us, g[2], least)
-  if not pre and redis.call('SET', KEYS[1], lock_value(tok, f), 'NX', 'PX', ttl) then
-    if f > us then keep_fence(KEYS[5], f, us) end -- see keep_fence
-    if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
-    if wait then dequeue(KEYS[6], KEYS[7], entry) end
-    return {1, f}
+    local _, us = clock()
+    local f = next_fence(us, g[2], least)
+    if redis.call('SET', KEYS[1], lock_value(tok, f), 'NX', 'PX', ttl) then
+      if f > us then keep_fence(KEYS[5], f, us) end -- see keep_fence
+      if note ~= '' then redis.call('SET', KEYS[4], note, 'PX', ttl) end
+      if wait then dequeue(KEYS[6], KEYS[7], entry) end
+      return {1, f}
+    end
   end
   local v = redis.call('GET', KEYS[1])
   if owner(v) == tok then
