@@ -99,8 +99,12 @@ func latchkitAllocs(ctx context.Context, addr string, mk func(context.Context, s
 	if err != nil {
 		return 0, err
 	}
-	defer bc.close()
-	m, err := primitives.NewMutex(bc.b, "alloc:reused", primitives.WithAutoExtend(autoExtend))
+	cl, closeAll, err := latchkitClientOf(bc.b, bc.close)
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll()
+	m, err := primitives.NewMutex(cl, "alloc:reused", primitives.WithAutoExtend(autoExtend))
 	if err != nil {
 		return 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,38 +305,104 @@ func rueidisBackend(_ context.Context, addr string, sent *atomic.Int64) (backend
 	return lrueidis.New(c), c.Close, nil
 }
 
+// closeTimeout bounds a latchkit Client's Close: it releases what is
+// still held and ends the Client's goroutines, a round trip or so each.
+const closeTimeout = 10 * time.Second
+
+// latchkitClients makes a latchkit Client over each of bs, as a program
+// makes one per Redis (a pub/sub subscription and a renewer of its own),
+// and the function that closes them together, within closeTimeout, and
+// then calls closers (the driver clients' closes). When a Client cannot be
+// made, the closers are called at once.
+func latchkitClients(bs []backend.Backend, closers ...func()) ([]*primitives.Client, func(), error) {
+	closeDrivers := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	cls := make([]*primitives.Client, len(bs))
+	for i, b := range bs {
+		cl, err := primitives.NewClient(b)
+		if err != nil {
+			closeLatchkit(cls[:i])
+			closeDrivers()
+			return nil, nil, err
+		}
+		cls[i] = cl
+	}
+	return cls, func() {
+		closeLatchkit(cls)
+		closeDrivers()
+	}, nil
+}
+
+// latchkitClientOf is latchkitClients of one backend.
+func latchkitClientOf(b backend.Backend, closeFn func()) (*primitives.Client, func(), error) {
+	cls, closeAll, err := latchkitClients([]backend.Backend{b}, closeFn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cls[0], closeAll, nil
+}
+
+// closeLatchkit closes cls in parallel within closeTimeout; what it could
+// not do is reported on stderr (the figures stand: it comes after them).
+func closeLatchkit(cls []*primitives.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, cl := range cls {
+		wg.Go(func() {
+			if err := cl.Close(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: close a latchkit client:", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // openLatchkit makes a contender of a latchkit mutex constructor with its
-// default options (auto-extend on, as users get it).
+// default options (auto-extend on, as users get it): each client is a
+// driver client and a latchkit Client over it.
 func openLatchkit(
 	mkBackend func(context.Context, string, *atomic.Int64) (backend.Backend, func(), error),
-	newMutex func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error),
+	newMutex func(*primitives.Client, string, ...primitives.Option) (primitives.Mutex, error),
 ) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
 	return func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 		b, closeFn, err := mkBackend(ctx, addrs[0], sent)
 		if err != nil {
 			return nil, err
 		}
-		mk := func(key string) (primitives.Mutex, error) { return newMutex(b, key) }
-		return latchkitClient(mk, closeFn), nil
-	}
-}
-
-func openLatchkitRedlock(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
-	bs := make([]backend.Backend, len(addrs))
-	closers := make([]func(), len(addrs))
-	for i, a := range addrs {
-		b, closeFn, err := goredisBackend(ctx, a, sent)
+		cl, closeAll, err := latchkitClientOf(b, closeFn)
 		if err != nil {
 			return nil, err
 		}
-		bs[i], closers[i] = b, closeFn
+		mk := func(key string) (primitives.Mutex, error) { return newMutex(cl, key) }
+		return latchkitClient(mk, closeAll), nil
 	}
-	mk := func(key string) (primitives.Mutex, error) { return primitives.NewRedlock(bs, key) }
-	return latchkitClient(mk, func() {
-		for _, c := range closers {
-			c()
+}
+
+// openLatchkitRedlock is a Redlock client: a driver client and a latchkit
+// Client for each instance.
+func openLatchkitRedlock(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+	bs := make([]backend.Backend, len(addrs))
+	closers := make([]func(), 0, len(addrs))
+	for i, a := range addrs {
+		b, closeFn, err := goredisBackend(ctx, a, sent)
+		if err != nil {
+			for _, c := range closers {
+				c()
+			}
+			return nil, err
 		}
-	}), nil
+		bs[i], closers = b, append(closers, closeFn)
+	}
+	cls, closeAll, err := latchkitClients(bs, closers...)
+	if err != nil {
+		return nil, err
+	}
+	mk := func(key string) (primitives.Mutex, error) { return primitives.NewRedlock(cls, key) }
+	return latchkitClient(mk, closeAll), nil
 }
 
 // waitingTry makes a contender whose uncontended operation is a waiting

@@ -53,7 +53,11 @@ func measureMemory(ctx context.Context, srv *server, n, g int, retention time.Du
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: g})
 	defer c.Close()
-	b := goredis.New(c)
+	cl, err := primitives.NewClient(goredis.New(c))
+	if err != nil {
+		return r, err
+	}
+	defer closeLatchkit([]*primitives.Client{cl}) // before c closes
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
@@ -67,7 +71,7 @@ func measureMemory(ctx context.Context, srv *server, n, g int, retention time.Du
 					return
 				}
 				err := func() error {
-					m, err := primitives.NewMutex(b, "entity:"+strconv.FormatInt(i, 10), primitives.WithRetention(retention))
+					m, err := primitives.NewMutex(cl, "entity:"+strconv.FormatInt(i, 10), primitives.WithRetention(retention))
 					if err != nil {
 						return err
 					}

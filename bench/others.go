@@ -10,7 +10,6 @@ import (
 	rd "github.com/redis/rueidis"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -75,15 +74,19 @@ return c`)
 			}, nil
 		}}
 	}
-	lk := func(name, floor string, take func(ctx context.Context, b backend.Backend, key string) (unlockFunc, error)) contender {
+	lk := func(name, floor string, take func(ctx context.Context, cl *primitives.Client, key string) (unlockFunc, error)) contender {
 		return contender{name: name, driver: "rueidis", floor: floor, open: func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 			b, closeFn, err := rueidisBackend(ctx, addrs[0], sent)
 			if err != nil {
 				return nil, err
 			}
+			cl, closeAll, err := latchkitClientOf(b, closeFn)
+			if err != nil {
+				return nil, err
+			}
 			return &lockClient{
-				try:   func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, b, key) },
-				close: closeFn,
+				try:   func(ctx context.Context, key string) (unlockFunc, error) { return take(ctx, cl, key) },
+				close: closeAll,
 			}, nil
 		}}
 	}
@@ -99,8 +102,8 @@ return c`)
 	return []contender{
 		minimal(semMin, func(k string) []string { return []string{"sem:{" + k + "}"} }, semAcquire,
 			func(tok string) []string { return []string{tok, "5", ms} }, zrem),
-		lk("latchkit Semaphore(5) TryAcquire+Release", semMin, func(ctx context.Context, b backend.Backend, key string) (unlockFunc, error) {
-			s, err := primitives.NewSemaphore(b, key, 5)
+		lk("latchkit Semaphore(5) TryAcquire+Release", semMin, func(ctx context.Context, cl *primitives.Client, key string) (unlockFunc, error) {
+			s, err := primitives.NewSemaphore(cl, key, 5)
 			if err != nil {
 				return nil, err
 			}
@@ -108,8 +111,8 @@ return c`)
 		}),
 		minimal(rwMin, func(k string) []string { return []string{"rw:{" + k + "}:r", "rw:{" + k + "}:w"} }, rwAcquire,
 			func(tok string) []string { return []string{tok, "", ms} }, zrem),
-		lk("latchkit RWLock TryRLock+Release", rwMin, func(ctx context.Context, b backend.Backend, key string) (unlockFunc, error) {
-			rw, err := primitives.NewRWLock(b, key)
+		lk("latchkit RWLock TryRLock+Release", rwMin, func(ctx context.Context, cl *primitives.Client, key string) (unlockFunc, error) {
+			rw, err := primitives.NewRWLock(cl, key)
 			if err != nil {
 				return nil, err
 			}
@@ -117,8 +120,8 @@ return c`)
 		}),
 		minimal(latMin, func(k string) []string { return []string{"latch:{" + k + "}"} }, latchSet,
 			func(string) []string { return []string{"1", ms} }, latchDown),
-		lk("latchkit Latch TrySetCount(1)+CountDown", latMin, func(ctx context.Context, b backend.Backend, key string) (unlockFunc, error) {
-			l, err := primitives.NewLatch(b, key)
+		lk("latchkit Latch TrySetCount(1)+CountDown", latMin, func(ctx context.Context, cl *primitives.Client, key string) (unlockFunc, error) {
+			l, err := primitives.NewLatch(cl, key)
 			if err != nil {
 				return nil, err
 			}

@@ -14,15 +14,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // S5 is issue 17's scale scenario: many waiters over many names across
 // several processes on one Redis. Each process is stood in for by a
-// go-redis client and a backend of its own (so a pub/sub Hub and a renewer
-// of its own, as a process has), named so that CLIENT LIST tells its
-// connections apart. Every name is first held by a holder; then every
+// go-redis client and a latchkit Client of its own (so a pub/sub Hub and a
+// renewer of its own, as a process has), named so that CLIENT LIST tells
+// its connections apart. Every name is first held by a holder; then every
 // waiter calls Lock on its name and queues; then the holders release, and
 // each name is handed from waiter to waiter (each holding for hold) until
 // every waiter has been served. Waiter i waits on name i mod names in
@@ -65,11 +66,18 @@ func runScale(ctx context.Context, srv *server, cfg scaleConfig, progress func(s
 		clients = append(clients, c)
 		return c
 	}
-	holderB := goredis.New(client("s5-holders"))
-	procs := make([]*goredis.Backend, cfg.procs)
-	for p := range procs {
-		procs[p] = goredis.New(client(fmt.Sprintf("s5-proc-%d", p)))
+	bs := []backend.Backend{goredis.New(client("s5-holders"))}
+	for p := range cfg.procs {
+		bs = append(bs, goredis.New(client(fmt.Sprintf("s5-proc-%d", p))))
 	}
+	cls, closeAll, err := latchkitClients(bs)
+	if err != nil {
+		return res, err
+	}
+	// Before the go-redis clients close: a waiter still queued (the run
+	// gave up) is withdrawn, what is held is released.
+	defer closeAll()
+	holders, procs := cls[0], cls[1:]
 	names := make([]string, cfg.names)
 	for i := range names {
 		names[i] = "s5:" + strconv.Itoa(i)
@@ -78,7 +86,7 @@ func runScale(ctx context.Context, srv *server, cfg scaleConfig, progress func(s
 	// The holders take every name.
 	held := make([]latchkit.Lease, cfg.names)
 	for i, n := range names {
-		m, err := primitives.NewMutex(holderB, n, opts...)
+		m, err := primitives.NewMutex(holders, n, opts...)
 		if err != nil {
 			return res, err
 		}
@@ -100,8 +108,8 @@ func runScale(ctx context.Context, srv *server, cfg scaleConfig, progress func(s
 	var drainStart atomic.Int64
 	var lastServed atomic.Int64
 	for i := range cfg.waiters {
-		b := procs[(i/cfg.names)%cfg.procs]
-		m, err := primitives.NewMutex(b, names[i%cfg.names], append(opts, primitives.WithMiddleware(countFirstAttempt(&queued)))...)
+		cl := procs[(i/cfg.names)%cfg.procs]
+		m, err := primitives.NewMutex(cl, names[i%cfg.names], append(opts, primitives.WithMiddleware(countFirstAttempt(&queued)))...)
 		if err != nil {
 			return res, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -143,7 +144,7 @@ func testUnreachable(t *testing.T, h Harness) {
 		t.Errorf("failing took %v", d)
 	}
 	// Through a primitive: the error says what failed and still matches.
-	mu, err := primitives.NewMutex(b, "m", primitives.WithPrefix(prefix(t)))
+	mu, err := primitives.NewMutex(clienttest.For(t, b), "m", primitives.WithPrefix(prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func testClosed(t *testing.T, h Harness) {
 	n := 0
 	eventually(t, 2*time.Second, "locks keep succeeding after Close", func() bool {
 		n++
-		mu, merr := primitives.NewMutex(c.Backend, fmt.Sprint("m", n), primitives.WithPrefix(prefix(t)))
+		mu, merr := primitives.NewMutex(clienttest.For(t, c.Backend), fmt.Sprint("m", n), primitives.WithPrefix(prefix(t)))
 		if merr != nil {
 			t.Fatal(merr)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -32,7 +33,7 @@ func testMutexBadInput(t *testing.T, h Harness) {
 		{"nil retry policy", b, "n", []primitives.Option{primitives.WithRetry(nil)}},
 	}
 	for _, c := range bad {
-		m, err := primitives.NewMutex(c.b, c.name, append([]primitives.Option{primitives.WithPrefix(p)}, c.opts...)...)
+		m, err := primitives.NewMutex(clienttest.For(t, c.b), c.name, append([]primitives.Option{primitives.WithPrefix(p)}, c.opts...)...)
 		if !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 			t.Errorf("%s: %v, want ErrInvalid and no mutex", c.what, err)
 		}
@@ -45,7 +46,7 @@ func testMutexBadInput(t *testing.T, h Harness) {
 	// The lock key, or its finished tokens (which keep its fence while
 	// ahead of the clock), holds another kind of value: TryLock and Lock
 	// fail with ErrInvalid, and the value is untouched.
-	m, _ := primitives.NewMutex(b, "w", primitives.WithPrefix(p))
+	m, _ := primitives.NewMutex(clienttest.For(t, b), "w", primitives.WithPrefix(p))
 	lockKey, goneKey := keyOf(p, "w"), keyOf(p, "w")+":gone"
 	for _, set := range []struct {
 		what, key string
@@ -106,16 +107,16 @@ func testOddNames(t *testing.T, h Harness) {
 			}
 			leases = append(leases, l)
 		}
-		m, _ := primitives.NewMutex(b, n, primitives.WithPrefix(p))
+		m, _ := primitives.NewMutex(clienttest.For(t, b), n, primitives.WithPrefix(p))
 		l, err := m.TryLock(ctx)
 		try("mutex", l, err)
-		rw, _ := primitives.NewRWLock(b, n, primitives.WithPrefix(p))
+		rw, _ := primitives.NewRWLock(clienttest.For(t, b), n, primitives.WithPrefix(p))
 		l, err = rw.TryRLock(ctx)
 		try("rwlock", l, err)
-		s, _ := primitives.NewSemaphore(b, n, 2, primitives.WithPrefix(p))
+		s, _ := primitives.NewSemaphore(clienttest.For(t, b), n, 2, primitives.WithPrefix(p))
 		l, err = s.TryAcquire(ctx)
 		try("semaphore", l, err)
-		fs, _ := primitives.NewFairSemaphore(b, n, 2, primitives.WithPrefix(p))
+		fs, _ := primitives.NewFairSemaphore(clienttest.For(t, b), n, 2, primitives.WithPrefix(p))
 		l, err = fs.TryAcquire(ctx)
 		try("fair semaphore", l, err)
 		for _, l := range leases {
@@ -129,7 +130,7 @@ func testOddNames(t *testing.T, h Harness) {
 	}
 	// A MultiLock over all of them: one script on a single server, one name
 	// at a time on a Cluster.
-	ml, err := primitives.NewMultiLock(b, names, primitives.WithPrefix(p))
+	ml, err := primitives.NewMultiLock(clienttest.For(t, b), names, primitives.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +174,11 @@ func testTTLAtOrBelowDrift(t *testing.T, h Harness) {
 		what string
 		new  func(name string, opts ...primitives.Option) (try, error)
 	}{
-		{"mutex", func(n string, o ...primitives.Option) (try, error) { return mutexTry(primitives.NewMutex(b, n, o...)) }},
+		{"mutex", func(n string, o ...primitives.Option) (try, error) {
+			return mutexTry(primitives.NewMutex(clienttest.For(t, b), n, o...))
+		}},
 		{"reentrant", func(n string, o ...primitives.Option) (try, error) {
-			m, err := primitives.NewReentrantMutex(b, n, o...)
+			m, err := primitives.NewReentrantMutex(clienttest.For(t, b), n, o...)
 			if err != nil {
 				return nil, err
 			}
@@ -184,30 +187,30 @@ func testTTLAtOrBelowDrift(t *testing.T, h Harness) {
 			}, nil
 		}},
 		{"rwlock read", func(n string, o ...primitives.Option) (try, error) {
-			rw, err := primitives.NewRWLock(b, n, o...)
+			rw, err := primitives.NewRWLock(clienttest.For(t, b), n, o...)
 			if err != nil {
 				return nil, err
 			}
 			return rw.TryRLock, nil
 		}},
 		{"rwlock write", func(n string, o ...primitives.Option) (try, error) {
-			rw, err := primitives.NewRWLock(b, n, o...)
+			rw, err := primitives.NewRWLock(clienttest.For(t, b), n, o...)
 			if err != nil {
 				return nil, err
 			}
 			return rw.TryLock, nil
 		}},
 		{"semaphore", func(n string, o ...primitives.Option) (try, error) {
-			return semTry(primitives.NewSemaphore(b, n, 2, o...))
+			return semTry(primitives.NewSemaphore(clienttest.For(t, b), n, 2, o...))
 		}},
 		{"fair semaphore", func(n string, o ...primitives.Option) (try, error) {
-			return semTry(primitives.NewFairSemaphore(b, n, 2, o...))
+			return semTry(primitives.NewFairSemaphore(clienttest.For(t, b), n, 2, o...))
 		}},
 		{"fair mutex", func(n string, o ...primitives.Option) (try, error) {
-			return mutexTry(primitives.NewFairMutex(b, n, o...))
+			return mutexTry(primitives.NewFairMutex(clienttest.For(t, b), n, o...))
 		}},
 		{"multilock", func(n string, o ...primitives.Option) (try, error) {
-			return mutexTry(primitives.NewMultiLock(b, []string{n, n + "-2"}, o...))
+			return mutexTry(primitives.NewMultiLock(clienttest.For(t, b), []string{n, n + "-2"}, o...))
 		}},
 		{"redlock", func(n string, o ...primitives.Option) (try, error) {
 			// For the short TTLs, a per-instance timeout below them, so
@@ -216,10 +219,10 @@ func testTTLAtOrBelowDrift(t *testing.T, h Harness) {
 			if n == "tiny" || n == "least" {
 				to = 900 * time.Microsecond
 			}
-			return mutexTry(primitives.NewRedlock(others, n, append(o, primitives.WithInstanceTimeout(to))...))
+			return mutexTry(primitives.NewRedlock(clienttest.All(t, others), n, append(o, primitives.WithInstanceTimeout(to))...))
 		}},
 		{"election", func(n string, o ...primitives.Option) (try, error) {
-			e, err := primitives.NewElection(b, n, o...)
+			e, err := primitives.NewElection(clienttest.For(t, b), n, o...)
 			if err != nil {
 				return nil, err
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -65,8 +66,9 @@ func runG(b *testing.B, g int, op func()) {
 
 func benchMutex(b *testing.B, be backend.Backend, g int) {
 	ctx := context.Background()
+	cl := clienttest.For(b, be)
 	runG(b, g, func() {
-		m, err := primitives.NewMutex(be, nextName())
+		m, err := primitives.NewMutex(cl, nextName())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -165,15 +167,17 @@ func BenchmarkRedlock(b *testing.B) {
 	}
 	for _, g := range []int{1, 64} {
 		b.Run(fmt.Sprintf("Redlock5/g=%d", g), func(b *testing.B) {
+			cs := clienttest.All(b, bs)
 			run(b, g, func(n string) (primitives.Mutex, error) {
 				// 64 goroutines x 5 instances on 2 cores: give each
 				// instance more than the default 100ms.
-				return primitives.NewRedlock(bs, n, primitives.WithAutoExtend(false), primitives.WithInstanceTimeout(time.Second))
+				return primitives.NewRedlock(cs, n, primitives.WithAutoExtend(false), primitives.WithInstanceTimeout(time.Second))
 			})
 		})
 		b.Run(fmt.Sprintf("Mutex1/g=%d", g), func(b *testing.B) {
+			cl := clienttest.For(b, bs[0])
 			run(b, g, func(n string) (primitives.Mutex, error) {
-				return primitives.NewMutex(bs[0], n, primitives.WithAutoExtend(false))
+				return primitives.NewMutex(cl, n, primitives.WithAutoExtend(false))
 			})
 		})
 	}
@@ -191,7 +195,7 @@ func BenchmarkHandOver(b *testing.B) {
 	for range 4 {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 		b.Cleanup(func() { c.Close() })
-		m, err := primitives.NewMutex(goredis.New(c), name)
+		m, err := primitives.NewMutex(clienttest.For(b, goredis.New(c)), name)
 		if err != nil {
 			b.Fatal(err)
 		}

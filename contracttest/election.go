@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 	"github.com/latchkit/latchkit/retry"
 )
@@ -33,7 +34,7 @@ func RunElection(t *testing.T, h Harness) {
 
 func newElection(t testing.TB, b backend.Backend, name string, opts ...primitives.Option) primitives.Election {
 	t.Helper()
-	e, err := primitives.NewElection(b, name, append([]primitives.Option{primitives.WithPrefix(prefix(t))}, opts...)...)
+	e, err := primitives.NewElection(clienttest.For(t, b), name, append([]primitives.Option{primitives.WithPrefix(prefix(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +459,7 @@ func testElectionBadInput(t *testing.T, h Harness) {
 		b    backend.Backend
 		name string
 	}{{"nil backend", nil, "e"}, {"empty name", b, ""}} {
-		if e, err := primitives.NewElection(c.b, c.name, primitives.WithPrefix(p)); !errors.Is(err, latchkit.ErrInvalid) || e != nil {
+		if e, err := primitives.NewElection(clienttest.For(t, c.b), c.name, primitives.WithPrefix(p)); !errors.Is(err, latchkit.ErrInvalid) || e != nil {
 			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
 		}
 	}

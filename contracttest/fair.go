@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 	"github.com/latchkit/latchkit/retry"
 )
@@ -35,13 +36,13 @@ type fairAcquirer func(ctx context.Context) (latchkit.Lease, error)
 func newFair(t testing.TB, b backend.Backend, name string, limit int, opts ...primitives.Option) fairAcquirer {
 	t.Helper()
 	if limit == 1 {
-		m, err := primitives.NewFairMutex(b, name, opts...)
+		m, err := primitives.NewFairMutex(clienttest.For(t, b), name, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m.Lock
 	}
-	s, err := primitives.NewFairSemaphore(b, name, limit, opts...)
+	s, err := primitives.NewFairSemaphore(clienttest.For(t, b), name, limit, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func testFairLimit(t *testing.T, h Harness) {
 	var holders gauge
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
-		s, _ := primitives.NewFairSemaphore(clients[g%2], "l", limit, primitives.WithPrefix(p))
+		s, _ := primitives.NewFairSemaphore(clienttest.For(t, clients[g%2]), "l", limit, primitives.WithPrefix(p))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -183,7 +184,7 @@ func testFairAbandoned(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
 	base := keyOf(p, "a") + ":fair"
-	s, _ := primitives.NewFairSemaphore(b, "a", 1, primitives.WithPrefix(p), primitives.WithWaiterTimeout(300*time.Millisecond))
+	s, _ := primitives.NewFairSemaphore(clienttest.For(t, b), "a", 1, primitives.WithPrefix(p), primitives.WithWaiterTimeout(300*time.Millisecond))
 	if _, err := b.Eval(ctx, deadWaiter, []string{base + ":queue", base + ":alive", base + ":tickets"}, []string{"ghost", "300"}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func testFairTry(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
 	ctx := ctxT(t, 10*time.Second)
-	m, _ := primitives.NewFairMutex(b, "t", primitives.WithPrefix(p))
+	m, _ := primitives.NewFairMutex(clienttest.For(t, b), "t", primitives.WithPrefix(p))
 	l, err := m.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -240,16 +241,16 @@ func testFairBadInput(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 10*time.Second)
 	for _, limit := range []int{0, -1} {
-		if s, err := primitives.NewFairSemaphore(b, "x", limit); !errors.Is(err, latchkit.ErrInvalid) || s != nil {
+		if s, err := primitives.NewFairSemaphore(clienttest.For(t, b), "x", limit); !errors.Is(err, latchkit.ErrInvalid) || s != nil {
 			t.Errorf("limit %d: %v", limit, err)
 		}
 	}
-	if m, err := primitives.NewFairMutex(b, ""); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
+	if m, err := primitives.NewFairMutex(clienttest.For(t, b), ""); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 		t.Errorf("empty name: %v", err)
 	}
 	key := keyOf(p, "w") + ":fair:queue"
 	do(t, b, "SET", key, "precious")
-	s, _ := primitives.NewFairSemaphore(b, "w", 2, primitives.WithPrefix(p))
+	s, _ := primitives.NewFairSemaphore(clienttest.For(t, b), "w", 2, primitives.WithPrefix(p))
 	if _, err := s.TryAcquire(ctx); !errors.Is(err, latchkit.ErrInvalid) {
 		t.Errorf("queue key is a string: %v", err)
 	}

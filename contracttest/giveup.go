@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -31,16 +32,16 @@ func RunGiveUp(t *testing.T, h Harness) {
 	})
 }
 
-// exclusive is a primitive of one holder at a time, opened on a backend:
+// exclusive is a primitive of one holder at a time, opened on a client:
 // its waiting and single-attempt acquisitions.
 type exclusive struct {
 	name string
-	open func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error))
+	open func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error))
 }
 
-func mutexOf(ctor func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error), name string) func(backend.Backend, string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-	return func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		m, err := ctor(b, name, primitives.WithPrefix(p))
+func mutexOf(ctor func(*primitives.Client, string, ...primitives.Option) (primitives.Mutex, error), name string) func(*primitives.Client, string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+	return func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		m, err := ctor(c, name, primitives.WithPrefix(p))
 		if err != nil {
 			panic(err)
 		}
@@ -48,9 +49,9 @@ func mutexOf(ctor func(backend.Backend, string, ...primitives.Option) (primitive
 	}
 }
 
-func semOf(ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) func(backend.Backend, string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-	return func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		s, err := ctor(b, "g", 1, primitives.WithPrefix(p))
+func semOf(ctor func(*primitives.Client, string, int, ...primitives.Option) (primitives.Semaphore, error)) func(*primitives.Client, string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+	return func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		s, err := ctor(c, "g", 1, primitives.WithPrefix(p))
 		if err != nil {
 			panic(err)
 		}
@@ -61,37 +62,37 @@ func semOf(ctor func(backend.Backend, string, int, ...primitives.Option) (primit
 // exclusives are every primitive, opened with one permit.
 var exclusives = []exclusive{
 	{"Mutex", mutexOf(primitives.NewMutex, "g")},
-	{"ReentrantMutex", func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		m, _ := primitives.NewReentrantMutex(b, "g", primitives.WithPrefix(p))
+	{"ReentrantMutex", func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		m, _ := primitives.NewReentrantMutex(c, "g", primitives.WithPrefix(p))
 		owner := newID()
 		return func(ctx context.Context) (latchkit.Lease, error) { return m.Lock(primitives.WithOwner(ctx, owner)) },
 			func(ctx context.Context) (latchkit.Lease, error) { return m.TryLock(primitives.WithOwner(ctx, owner)) }
 	}},
 	{"FairMutex", mutexOf(primitives.NewFairMutex, "g")},
-	{"MultiLock", func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		m, _ := primitives.NewMultiLock(b, []string{"g", "g2"}, primitives.WithPrefix(p))
+	{"MultiLock", func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		m, _ := primitives.NewMultiLock(c, []string{"g", "g2"}, primitives.WithPrefix(p))
 		return m.Lock, m.TryLock
 	}},
 	{"Semaphore(1)", semOf(primitives.NewSemaphore)},
 	{"FairSemaphore(1)", semOf(primitives.NewFairSemaphore)},
-	{"RWLock/write", func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		rw, _ := primitives.NewRWLock(b, "g", primitives.WithPrefix(p))
+	{"RWLock/write", func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		rw, _ := primitives.NewRWLock(c, "g", primitives.WithPrefix(p))
 		return rw.Lock, rw.TryLock
 	}},
-	{"RWLock/read", func(b backend.Backend, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		rw, _ := primitives.NewRWLock(b, "g", primitives.WithPrefix(p))
+	{"RWLock/read", func(c *primitives.Client, p string) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		rw, _ := primitives.NewRWLock(c, "g", primitives.WithPrefix(p))
 		return rw.RLock, rw.TryRLock // checked against a writer below
 	}},
 }
 
 // rival opens what excludes e's holder: a writer against a reader, the
 // primitive itself otherwise.
-func (e exclusive) rival(b backend.Backend, p string) func(context.Context) (latchkit.Lease, error) {
+func (e exclusive) rival(c *primitives.Client, p string) func(context.Context) (latchkit.Lease, error) {
 	if e.name == "RWLock/read" {
-		rw, _ := primitives.NewRWLock(b, "g", primitives.WithPrefix(p))
+		rw, _ := primitives.NewRWLock(c, "g", primitives.WithPrefix(p))
 		return rw.TryLock
 	}
-	_, try := e.open(b, p)
+	_, try := e.open(c, p)
 	return try
 }
 
@@ -129,7 +130,7 @@ func testLostTryReply(t *testing.T, h Harness) {
 			p := prefix(t)
 			ctx := ctxT(t, 20*time.Second)
 			f := &faulty{Backend: h.NewClient(t).Backend}
-			_, try := e.open(f, p)
+			_, try := e.open(clienttest.For(t, f), p)
 			f.lose.Store(1)
 			if l, err := try(ctx); err == nil {
 				l.Release(ctx)
@@ -137,7 +138,7 @@ func testLostTryReply(t *testing.T, h Harness) {
 			} else if !errors.Is(err, backend.ErrUnavailable) {
 				t.Fatalf("lost reply: %v, want ErrUnavailable", err)
 			}
-			other := e.rival(h.NewClient(t).Backend, p)
+			other := e.rival(clienttest.For(t, h.NewClient(t).Backend), p)
 			l, err := other(ctx)
 			if err != nil {
 				t.Fatalf("after a TryLock whose reply was lost, another client: %v: the grant nobody knows of was not given back", err)
@@ -156,7 +157,7 @@ func testDeadlineMidAttempt(t *testing.T, h Harness) {
 			p := prefix(t)
 			ctx := ctxT(t, 20*time.Second)
 			f := &faulty{Backend: h.NewClient(t).Backend}
-			lock, _ := e.open(f, p)
+			lock, _ := e.open(clienttest.For(t, f), p)
 			f.late.Store(1)
 			lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			start := time.Now()
@@ -173,7 +174,7 @@ func testDeadlineMidAttempt(t *testing.T, h Harness) {
 			if took > 50*time.Millisecond+time.Second {
 				t.Errorf("Lock returned %v after it began, deadline 50ms", took)
 			}
-			other := e.rival(h.NewClient(t).Backend, p)
+			other := e.rival(clienttest.For(t, h.NewClient(t).Backend), p)
 			l, err = other(ctx)
 			if err != nil {
 				t.Fatalf("after a Lock gave up mid-attempt, another client: %v: the grant nobody knows of was not given back", err)
@@ -224,7 +225,7 @@ func testLateAttemptRefused(t *testing.T, h Harness) {
 				p := prefix(t)
 				ctx := ctxT(t, 20*time.Second)
 				s := &stuck{Backend: h.NewClient(t).Backend, run: make(chan struct{}), ran: make(chan error, 1)}
-				lock, tryLock := e.open(s, p)
+				lock, tryLock := e.open(clienttest.For(t, s), p)
 				if try {
 					lock = tryLock
 				}
@@ -239,7 +240,7 @@ func testLateAttemptRefused(t *testing.T, h Harness) {
 				if err := <-s.ran; err != nil && !errors.Is(err, latchkit.ErrInvalid) {
 					t.Logf("the late attempt: %v", err)
 				}
-				other := e.rival(h.NewClient(t).Backend, p)
+				other := e.rival(clienttest.For(t, h.NewClient(t).Backend), p)
 				l, err := other(ctx)
 				if err != nil {
 					t.Fatalf("after a late copy of an attempt whose acquisition gave up, another client: %v: the late attempt was granted", err)
@@ -303,30 +304,30 @@ func (h *hung) Eval(ctx context.Context, s *backend.Script, keys, args []string)
 // hangKinds are the primitives of testWaiterAcrossHang, opened with opts.
 var hangKinds = []struct {
 	name string
-	open func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error)
+	open func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error)
 }{
-	{"Mutex", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
-		m, _ := primitives.NewMutex(b, "g", append(opts, primitives.WithPrefix(p))...)
+	{"Mutex", func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		m, _ := primitives.NewMutex(c, "g", append(opts, primitives.WithPrefix(p))...)
 		return m.Lock
 	}},
-	{"FairMutex", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
-		m, _ := primitives.NewFairMutex(b, "g", append(opts, primitives.WithPrefix(p))...)
+	{"FairMutex", func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		m, _ := primitives.NewFairMutex(c, "g", append(opts, primitives.WithPrefix(p))...)
 		return m.Lock
 	}},
-	{"FairSemaphore(1)", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
-		s, _ := primitives.NewFairSemaphore(b, "g", 1, append(opts, primitives.WithPrefix(p))...)
+	{"FairSemaphore(1)", func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		s, _ := primitives.NewFairSemaphore(c, "g", 1, append(opts, primitives.WithPrefix(p))...)
 		return s.Acquire
 	}},
-	{"Semaphore(1)", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
-		s, _ := primitives.NewSemaphore(b, "g", 1, append(opts, primitives.WithPrefix(p))...)
+	{"Semaphore(1)", func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		s, _ := primitives.NewSemaphore(c, "g", 1, append(opts, primitives.WithPrefix(p))...)
 		return s.Acquire
 	}},
-	{"RWLock/write", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
-		rw, _ := primitives.NewRWLock(b, "g", append(opts, primitives.WithPrefix(p))...)
+	{"RWLock/write", func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		rw, _ := primitives.NewRWLock(c, "g", append(opts, primitives.WithPrefix(p))...)
 		return rw.Lock
 	}},
-	{"MultiLock", func(b backend.Backend, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
-		m, _ := primitives.NewMultiLock(b, []string{"g", "g2"}, append(opts, primitives.WithPrefix(p))...)
+	{"MultiLock", func(c *primitives.Client, p string, opts ...primitives.Option) func(context.Context) (latchkit.Lease, error) {
+		m, _ := primitives.NewMultiLock(c, []string{"g", "g2"}, append(opts, primitives.WithPrefix(p))...)
 		return m.Lock
 	}},
 }
@@ -366,13 +367,13 @@ func testWaiterAcrossHang(t *testing.T, h Harness) {
 	var ws []*waiter
 	for _, k := range hangKinds {
 		kp := p + k.name + ":"
-		hl, err := k.open(h.NewClient(t).Backend, kp, primitives.WithTTL(holderTTL), primitives.WithAutoExtend(false))(ctx)
+		hl, err := k.open(clienttest.For(t, h.NewClient(t).Backend), kp, primitives.WithTTL(holderTTL), primitives.WithAutoExtend(false))(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer hl.Release(ctx)
 		w := &waiter{name: k.name, hb: &hung{Backend: h.NewClient(t).Backend}, done: make(chan struct{})}
-		lock := k.open(w.hb, kp, primitives.WithTTL(waiterTTL))
+		lock := k.open(clienttest.For(t, w.hb), kp, primitives.WithTTL(waiterTTL))
 		ws = append(ws, w)
 		go func() {
 			defer close(w.done)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -48,7 +49,7 @@ func testResentFirstAttempt(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 30*time.Second)
 	key := keyOf(p, "r")
-	holderM, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", primitives.WithPrefix(p),
+	holderM, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "r", primitives.WithPrefix(p),
 		primitives.WithTTL(300*time.Millisecond), primitives.WithAutoExtend(false))
 	if _, err := holderM.TryLock(ctx); err != nil {
 		t.Fatal(err)
@@ -57,8 +58,8 @@ func testResentFirstAttempt(t *testing.T, h Harness) {
 	r := &resend{Backend: h.NewClient(t).Backend, first: make(chan struct{}),
 		again: func() bool { return do(t, check, "EXISTS", key) == int64(0) }}
 	r.armed.Store(true)
-	w1, _ := primitives.NewMutex(r, "r", primitives.WithPrefix(p))
-	w2, _ := primitives.NewMutex(h.NewClient(t).Backend, "r", primitives.WithPrefix(p))
+	w1, _ := primitives.NewMutex(clienttest.For(t, r), "r", primitives.WithPrefix(p))
+	w2, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "r", primitives.WithPrefix(p))
 	got1 := make(chan latchkit.Lease, 1)
 	go func() {
 		l, err := w1.Lock(ctx)
@@ -105,14 +106,14 @@ func testHandOverSkipsReleaser(t *testing.T, h Harness) {
 	ctx := ctxT(t, 30*time.Second)
 	key := keyOf(p, "s")
 	b := h.NewClient(t).Backend
-	m1, _ := primitives.NewMutex(b, "s", primitives.WithPrefix(p))
+	m1, _ := primitives.NewMutex(clienttest.For(t, b), "s", primitives.WithPrefix(p))
 	l1, err := m1.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	do(t, b, "ZADD", key+":q", "1", l1.Token())
 	do(t, b, "ZADD", key+":qlive", "99999999999999", l1.Token())
-	m2, _ := primitives.NewMutex(h.NewClient(t).Backend, "s", primitives.WithPrefix(p))
+	m2, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "s", primitives.WithPrefix(p))
 	got := make(chan time.Time, 1)
 	go func() {
 		l, err := m2.Lock(ctx)
@@ -146,9 +147,11 @@ func testForeignQueueKey(t *testing.T, h Harness) {
 	key := keyOf(p, "f")
 	do(t, b, "SET", key+":q", "not a zset")
 	for _, mk := range []func() (primitives.Mutex, error){
-		func() (primitives.Mutex, error) { return primitives.NewMutex(b, "f", primitives.WithPrefix(p)) },
 		func() (primitives.Mutex, error) {
-			return primitives.NewMultiLock(b, []string{"f", "f2"}, primitives.WithPrefix(p))
+			return primitives.NewMutex(clienttest.For(t, b), "f", primitives.WithPrefix(p))
+		},
+		func() (primitives.Mutex, error) {
+			return primitives.NewMultiLock(clienttest.For(t, b), []string{"f", "f2"}, primitives.WithPrefix(p))
 		},
 	} {
 		m, _ := mk()
@@ -163,13 +166,13 @@ func testForeignQueueKey(t *testing.T, h Harness) {
 			t.Fatal("the lock is still held after its Release")
 		}
 	}
-	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "f", primitives.WithPrefix(p))
+	holder, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "f", primitives.WithPrefix(p))
 	hl, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hl.Release(ctx)
-	waiter, _ := primitives.NewMutex(b, "f", primitives.WithPrefix(p))
+	waiter, _ := primitives.NewMutex(clienttest.For(t, b), "f", primitives.WithPrefix(p))
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if _, err := waiter.Lock(wctx); !errors.Is(err, latchkit.ErrInvalid) {
@@ -189,12 +192,12 @@ func testForeignQueueKey(t *testing.T, h Harness) {
 func testMultiLockWoken(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 30*time.Second)
-	mu, _ := primitives.NewMutex(h.NewClient(t).Backend, "a", primitives.WithPrefix(p), primitives.WithTTL(20*time.Second))
+	mu, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "a", primitives.WithPrefix(p), primitives.WithTTL(20*time.Second))
 	l, err := mu.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ml, _ := primitives.NewMultiLock(h.NewClient(t).Backend, []string{"a", "b"}, primitives.WithPrefix(p))
+	ml, _ := primitives.NewMultiLock(clienttest.For(t, h.NewClient(t).Backend), []string{"a", "b"}, primitives.WithPrefix(p))
 	got := make(chan time.Time, 1)
 	go func() {
 		ll, err := ml.Lock(ctx)
@@ -227,7 +230,7 @@ func testMultiLockNotStarved(t *testing.T, h Harness) {
 	var wg sync.WaitGroup
 	var grants atomic.Int64
 	for range 2 {
-		mu, _ := primitives.NewMutex(h.NewClient(t).Backend, "a", primitives.WithPrefix(p))
+		mu, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "a", primitives.WithPrefix(p))
 		wg.Go(func() {
 			for {
 				select {
@@ -247,7 +250,7 @@ func testMultiLockNotStarved(t *testing.T, h Harness) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	eventually(t, 5*time.Second, "the Mutex loop runs", func() bool { return grants.Load() > 10 })
-	ml, _ := primitives.NewMultiLock(h.NewClient(t).Backend, []string{"a", "b"}, primitives.WithPrefix(p))
+	ml, _ := primitives.NewMultiLock(clienttest.For(t, h.NewClient(t).Backend), []string{"a", "b"}, primitives.WithPrefix(p))
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	before := grants.Load()

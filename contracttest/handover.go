@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/pubsub"
 	"github.com/latchkit/latchkit/primitives"
@@ -58,12 +59,12 @@ func testHandOverRenewed(t *testing.T, h Harness, k handOverKind) {
 		}
 	}
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithTTL(10 * time.Second), primitives.WithWaiterTimeout(1500 * time.Millisecond)}
-	holder, _ := k.new(h.NewClient(t).Backend, "r", opts...)
+	holder, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "r", opts...)
 	first, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := k.new(h.NewClient(t).Backend, "r", append(opts, primitives.WithMiddleware(count))...)
+	waiter, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "r", append(opts, primitives.WithMiddleware(count))...)
 	got := lockAsync(ctx, waiter)
 	inspect := h.NewClient(t).Backend
 	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "r") == 1 })
@@ -84,7 +85,7 @@ func testHandOverRenewed(t *testing.T, h Harness, k handOverKind) {
 	if l.Fence() <= first.Fence() {
 		t.Errorf("fence %d after the holder's %d", l.Fence(), first.Fence())
 	}
-	contender, _ := k.new(h.NewClient(t).Backend, "r", opts...)
+	contender, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "r", opts...)
 	// Past the waiter timeout (1.5 s) that a hand-over's grant lasts until
 	// its holder renews it: once in the fast lane, more in the long.
 	for end := time.Now().Add(lane.Pick(2500*time.Millisecond, 4*time.Second)); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
@@ -107,12 +108,12 @@ func testHandOverStale(t *testing.T, h Harness, k handOverKind) {
 	ctx := ctxT(t, 30*time.Second)
 	p := prefix(t)
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
-	holder, _ := k.new(h.NewClient(t).Backend, "s", opts...)
+	holder, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "s", opts...)
 	first, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := k.new(h.NewClient(t).Backend, "s", opts...)
+	waiter, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "s", opts...)
 	got := lockAsync(ctx, waiter)
 	inspect := h.NewClient(t).Backend
 	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "s") == 1 })
@@ -147,7 +148,7 @@ func queued(t testing.TB, b backend.Backend, p, name string) int64 {
 // how many waiters (not holders) its queue holds.
 type handOverKind struct {
 	name   string
-	new    func(b backend.Backend, name string, opts ...primitives.Option) (primitives.Mutex, error)
+	new    func(c *primitives.Client, name string, opts ...primitives.Option) (primitives.Mutex, error)
 	queued func(t testing.TB, b backend.Backend, p, name string) int64
 	// waiter returns the token of the one waiter queued, the inbox its
 	// hand-over is published on and the last fence granted (a Mutex's
@@ -201,7 +202,7 @@ func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 	ctx := ctxT(t, time.Minute)
 	p := prefix(t)
 	newM := func() primitives.Mutex {
-		m, err := k.new(h.NewClient(t).Backend, "f", primitives.WithPrefix(p))
+		m, err := k.new(clienttest.For(t, h.NewClient(t).Backend), "f", primitives.WithPrefix(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,14 +310,14 @@ func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	}
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithMiddleware(count),
 		primitives.WithWaiterTimeout(time.Minute), primitives.WithTTL(time.Minute)}
-	holder, _ := k.new(h.NewClient(t).Backend, "w", opts...)
+	holder, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "w", opts...)
 	l, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	granted := make(chan latchkit.Lease, waiters)
 	for range waiters {
-		m, _ := k.new(h.NewClient(t).Backend, "w", opts...)
+		m, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "w", opts...)
 		go func() {
 			l, err := m.Lock(ctx)
 			if err != nil {
@@ -365,9 +366,9 @@ func testHandOverWithdraw(t *testing.T, h Harness) {
 	p := prefix(t)
 	inspect := h.NewClient(t).Backend
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
-	holder, _ := primitives.NewMutex(h.NewClient(t).Backend, "g", opts...)
-	quitter, _ := primitives.NewMutex(h.NewClient(t).Backend, "g", opts...)
-	next, _ := primitives.NewMutex(h.NewClient(t).Backend, "g", opts...)
+	holder, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "g", opts...)
+	quitter, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "g", opts...)
+	next, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "g", opts...)
 	l, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +432,7 @@ func testHandOverDeadWaiters(t *testing.T, h Harness) {
 	p := prefix(t)
 	b := h.NewClient(t).Backend
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
-	holder, _ := primitives.NewMutex(b, "d", opts...)
+	holder, _ := primitives.NewMutex(clienttest.For(t, b), "d", opts...)
 	l, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -443,7 +444,7 @@ func testHandOverDeadWaiters(t *testing.T, h Harness) {
 		do(t, b, "ZADD", q+":q", strconv.Itoa(i), tok)
 		do(t, b, "ZADD", q+":qlive", "1", tok)
 	}
-	waiter, _ := primitives.NewMutex(h.NewClient(t).Backend, "d", opts...)
+	waiter, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "d", opts...)
 	got := lockAsync(ctx, waiter)
 	eventually(t, 10*time.Second, "the live waiter queued", func() bool { return queued(t, b, p, "d") == 3 })
 	if err := l.Release(ctx); err != nil {
@@ -465,7 +466,7 @@ func testHandOverUnconfirmed(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	const waitTimeout = 300 * time.Millisecond
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(waitTimeout), primitives.WithTTL(time.Minute)}
-	holder, _ := primitives.NewMutex(b, "u", opts...)
+	holder, _ := primitives.NewMutex(clienttest.For(t, b), "u", opts...)
 	l, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -484,7 +485,7 @@ func testHandOverUnconfirmed(t *testing.T, h Harness) {
 		t.Fatalf("a handed-over lock lives %d ms before its holder confirms, want at most the waiter timeout %v", pttl, waitTimeout)
 	}
 	advance(t, h, waitTimeout+50*time.Millisecond)
-	m, _ := primitives.NewMutex(h.NewClient(t).Backend, "u", opts...)
+	m, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "u", opts...)
 	nl, err := m.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("after the waiter timeout: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -55,17 +56,18 @@ func seeHolder(seen *[]string) primitives.Option {
 // grant without annotation leaves the waiter's Holder empty.
 func testHolderAnnotation(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
+	c := clienttest.For(t, b)
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
 	for _, pair := range [][2]int{{0, 0}, {2, 1}, {1, 2}, {3, 3}, {4, 4}, {5, 5}} {
 		holder, waiter := ackTries[pair[0]], ackTries[pair[1]]
 		what := holder.what + " held, " + waiter.what + " waits"
-		l, err := holder.try(ctx, b, p, annotate("trace of "+holder.what))
+		l, err := holder.try(ctx, c, p, annotate("trace of "+holder.what))
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		var seen []string
-		if _, err := waiter.try(ctx, b, p, seeHolder(&seen)); !errors.Is(err, latchkit.ErrNotAcquired) {
+		if _, err := waiter.try(ctx, c, p, seeHolder(&seen)); !errors.Is(err, latchkit.ErrNotAcquired) {
 			t.Fatalf("%s: %v, want ErrNotAcquired", what, err)
 		}
 		if len(seen) != 1 || seen[0] != "trace of "+holder.what {
@@ -76,12 +78,12 @@ func testHolderAnnotation(t *testing.T, h Harness) {
 		}
 
 		// A holder without annotation: the waiter sees none.
-		l, err = holder.try(ctx, b, p)
+		l, err = holder.try(ctx, c, p)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		seen = nil
-		if _, err := waiter.try(ctx, b, p, seeHolder(&seen)); !errors.Is(err, latchkit.ErrNotAcquired) {
+		if _, err := waiter.try(ctx, c, p, seeHolder(&seen)); !errors.Is(err, latchkit.ErrNotAcquired) {
 			t.Fatalf("%s: %v, want ErrNotAcquired", what, err)
 		}
 		if len(seen) != 1 || seen[0] != "" {

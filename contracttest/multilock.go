@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -35,7 +36,7 @@ func testMultiOverlap(t *testing.T, h Harness) {
 	for g := 0; g < goroutines; g++ {
 		b := clients[g%2]
 		names := sets[g%2]
-		m, err := primitives.NewMultiLock(b, names, primitives.WithPrefix(p))
+		m, err := primitives.NewMultiLock(clienttest.For(t, b), names, primitives.WithPrefix(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,12 +81,12 @@ func testMultiAllOrNothing(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
-	single, _ := primitives.NewMutex(b, "y", primitives.WithPrefix(p))
+	single, _ := primitives.NewMutex(clienttest.For(t, b), "y", primitives.WithPrefix(p))
 	held, err := single.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := primitives.NewMultiLock(b, []string{"z", "y", "x"}, primitives.WithPrefix(p))
+	m, _ := primitives.NewMultiLock(clienttest.For(t, b), []string{"z", "y", "x"}, primitives.WithPrefix(p))
 	if _, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
 		t.Fatalf("with y held: %v", err)
 	}
@@ -123,7 +124,7 @@ func testMultiAllOrNothing(t *testing.T, h Harness) {
 	if thief != nil {
 		t.Fatal("took y while the MultiLock holds it")
 	}
-	other, _ := primitives.NewMutex(b, "x", primitives.WithPrefix(p))
+	other, _ := primitives.NewMutex(clienttest.For(t, b), "x", primitives.WithPrefix(p))
 	ol, err := other.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -158,16 +159,16 @@ func testMultiBadInput(t *testing.T, h Harness) {
 		{"duplicate", []string{"a", "b", "a"}},
 		{"empty name", []string{"a", ""}},
 	} {
-		if m, err := primitives.NewMultiLock(b, c.names, primitives.WithPrefix(p)); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
+		if m, err := primitives.NewMultiLock(clienttest.For(t, b), c.names, primitives.WithPrefix(p)); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
 		}
 	}
 	if m, err := primitives.NewMultiLock(nil, []string{"a"}); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
-		t.Errorf("nil backend: %v", err)
+		t.Errorf("nil client: %v", err)
 	}
 	// One name's key is a hash: ErrInvalid, and no other name is taken.
 	do(t, b, "HSET", keyOf(p, "q"), "f", "v")
-	m, _ := primitives.NewMultiLock(b, []string{"p", "q", "r"}, primitives.WithPrefix(p))
+	m, _ := primitives.NewMultiLock(clienttest.For(t, b), []string{"p", "q", "r"}, primitives.WithPrefix(p))
 	if _, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrInvalid) {
 		t.Errorf("a name's key is a hash: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -56,7 +57,7 @@ func testMutexExclusion(t *testing.T, h Harness) {
 	)
 	for g := 0; g < goroutines; g++ {
 		b := clients[g%len(clients)]
-		m, err := primitives.NewMutex(b, "counter", primitives.WithPrefix(p))
+		m, err := primitives.NewMutex(clienttest.For(t, b), "counter", primitives.WithPrefix(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func testTryLock(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	ctx := ctxT(t, 10*time.Second)
 	p := prefix(t)
-	m, err := primitives.NewMutex(b, "t", primitives.WithPrefix(p))
+	m, err := primitives.NewMutex(clienttest.For(t, b), "t", primitives.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,11 +167,11 @@ func testLostLease(t *testing.T, h Harness) {
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
 	key := keyOf(p, "l")
-	m, err := primitives.NewMutex(b, "l", primitives.WithPrefix(p), primitives.WithTTL(200*time.Millisecond), primitives.WithAutoExtend(false))
+	m, err := primitives.NewMutex(clienttest.For(t, b), "l", primitives.WithPrefix(p), primitives.WithTTL(200*time.Millisecond), primitives.WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := primitives.NewMutex(b, "l", primitives.WithPrefix(p), primitives.WithTTL(time.Minute), primitives.WithAutoExtend(false))
+	next, err := primitives.NewMutex(clienttest.For(t, b), "l", primitives.WithPrefix(p), primitives.WithTTL(time.Minute), primitives.WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func testLostLease(t *testing.T, h Harness) {
 func testLockDeadline(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
-	m, err := primitives.NewMutex(b, "d", primitives.WithPrefix(p))
+	m, err := primitives.NewMutex(clienttest.For(t, b), "d", primitives.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func testAutoExtend(t *testing.T, h Harness) {
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
 	const ttl = 600 * time.Millisecond
-	m, err := primitives.NewMutex(b, "a", primitives.WithPrefix(p), primitives.WithTTL(ttl))
+	m, err := primitives.NewMutex(clienttest.For(t, b), "a", primitives.WithPrefix(p), primitives.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -19,8 +20,8 @@ func testWakeOnRelease(t *testing.T, h Harness) {
 	waiterB := h.NewClient(t).Backend
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
-	hm, _ := primitives.NewMutex(holderB, "w", primitives.WithPrefix(p))
-	wm, _ := primitives.NewMutex(waiterB, "w", primitives.WithPrefix(p))
+	hm, _ := primitives.NewMutex(clienttest.For(t, holderB), "w", primitives.WithPrefix(p))
+	wm, _ := primitives.NewMutex(clienttest.For(t, waiterB), "w", primitives.WithPrefix(p))
 	var worst time.Duration
 	for round := 0; round < lane.Pick(2, 3); round++ {
 		l, err := hm.TryLock(ctx)
@@ -64,10 +65,13 @@ func testCommandsPerAcquisition(t *testing.T, h Harness) {
 	ctx := ctxT(t, time.Minute)
 	p := prefix(t)
 	const goroutines, rounds = 16, 25
+	// One Client for the 16 mutexes, as one process would have: they share
+	// its subscription.
+	cl := clienttest.For(t, c.Backend)
 	before := c.Commands()
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
-		m, _ := primitives.NewMutex(c.Backend, "c", primitives.WithPrefix(p))
+		m, _ := primitives.NewMutex(cl, "c", primitives.WithPrefix(p))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -101,8 +105,8 @@ func testDroppedSubscriptionWaiters(t *testing.T, h Harness) {
 	waiterB := h.NewClient(t).Backend
 	ctx := ctxT(t, 30*time.Second)
 	p := prefix(t)
-	hm, _ := primitives.NewMutex(holderB, "s", primitives.WithPrefix(p))
-	wm, _ := primitives.NewMutex(waiterB, "s", primitives.WithPrefix(p))
+	hm, _ := primitives.NewMutex(clienttest.For(t, holderB), "s", primitives.WithPrefix(p))
+	wm, _ := primitives.NewMutex(clienttest.For(t, waiterB), "s", primitives.WithPrefix(p))
 	l, err := hm.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -25,11 +26,11 @@ func RunReentrant(t *testing.T, h Harness) {
 func testReentrantTryDoesNotWait(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
-	m, err := primitives.NewReentrantMutex(h.NewClient(t).Backend, "r", primitives.WithPrefix(p))
+	m, err := primitives.NewReentrantMutex(clienttest.For(t, h.NewClient(t).Backend), "r", primitives.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rival, _ := primitives.NewReentrantMutex(h.NewClient(t).Backend, "r", primitives.WithPrefix(p))
+	rival, _ := primitives.NewReentrantMutex(clienttest.For(t, h.NewClient(t).Backend), "r", primitives.WithPrefix(p))
 	alice := primitives.WithOwner(ctx, "alice")
 	held, err := rival.Lock(primitives.WithOwner(ctx, "bob"))
 	if err != nil {
@@ -66,12 +67,12 @@ func testReentrantDepth(t *testing.T, h Harness) {
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
 	key := keyOf(p, "r")
-	m, err := primitives.NewReentrantMutex(c.Backend, "r", primitives.WithPrefix(p))
+	m, err := primitives.NewReentrantMutex(clienttest.For(t, c.Backend), "r", primitives.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rival, _ := primitives.NewReentrantMutex(other, "r", primitives.WithPrefix(p))
-	plain, _ := primitives.NewMutex(other, "r", primitives.WithPrefix(p))
+	rival, _ := primitives.NewReentrantMutex(clienttest.For(t, other), "r", primitives.WithPrefix(p))
+	plain, _ := primitives.NewMutex(clienttest.For(t, other), "r", primitives.WithPrefix(p))
 	alice := primitives.WithOwner(ctx, "alice")
 	bob := primitives.WithOwner(ctx, "bob")
 
@@ -147,7 +148,7 @@ func testReentrantNoOwner(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
 	ctx := ctxT(t, 10*time.Second)
-	m, _ := primitives.NewReentrantMutex(b, "n", primitives.WithPrefix(p))
+	m, _ := primitives.NewReentrantMutex(clienttest.For(t, b), "n", primitives.WithPrefix(p))
 	for _, f := range []func(context.Context) (latchkit.Lease, error){m.Lock, m.TryLock} {
 		if l, err := f(ctx); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
 			t.Errorf("no owner: %v, want ErrInvalid", err)

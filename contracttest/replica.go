@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -32,47 +33,47 @@ const tooMany = 8
 // ackTry is one primitive's try-acquire, built with opts.
 type ackTry struct {
 	what string
-	try  func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error)
+	try  func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error)
 }
 
 var ackTries = []ackTry{
-	{"mutex", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
-		m, err := primitives.NewMutex(b, "m", append(opts, primitives.WithPrefix(p))...)
+	{"mutex", func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		m, err := primitives.NewMutex(c, "m", append(opts, primitives.WithPrefix(p))...)
 		if err != nil {
 			return nil, err
 		}
 		return m.TryLock(ctx)
 	}},
-	{"rwlock read", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
-		rw, err := primitives.NewRWLock(b, "rw", append(opts, primitives.WithPrefix(p))...)
+	{"rwlock read", func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		rw, err := primitives.NewRWLock(c, "rw", append(opts, primitives.WithPrefix(p))...)
 		if err != nil {
 			return nil, err
 		}
 		return rw.TryRLock(ctx)
 	}},
-	{"rwlock write", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
-		rw, err := primitives.NewRWLock(b, "rw", append(opts, primitives.WithPrefix(p))...)
+	{"rwlock write", func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		rw, err := primitives.NewRWLock(c, "rw", append(opts, primitives.WithPrefix(p))...)
 		if err != nil {
 			return nil, err
 		}
 		return rw.TryLock(ctx)
 	}},
-	{"semaphore", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
-		s, err := primitives.NewSemaphore(b, "s", 1, append(opts, primitives.WithPrefix(p))...)
+	{"semaphore", func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		s, err := primitives.NewSemaphore(c, "s", 1, append(opts, primitives.WithPrefix(p))...)
 		if err != nil {
 			return nil, err
 		}
 		return s.TryAcquire(ctx)
 	}},
-	{"fair semaphore", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
-		s, err := primitives.NewFairSemaphore(b, "f", 1, append(opts, primitives.WithPrefix(p))...)
+	{"fair semaphore", func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		s, err := primitives.NewFairSemaphore(c, "f", 1, append(opts, primitives.WithPrefix(p))...)
 		if err != nil {
 			return nil, err
 		}
 		return s.TryAcquire(ctx)
 	}},
-	{"multilock", func(ctx context.Context, b backend.Backend, p string, opts ...primitives.Option) (latchkit.Lease, error) {
-		m, err := primitives.NewMultiLock(b, []string{"x", "y", "z"}, append(opts, primitives.WithPrefix(p))...)
+	{"multilock", func(ctx context.Context, c *primitives.Client, p string, opts ...primitives.Option) (latchkit.Lease, error) {
+		m, err := primitives.NewMultiLock(c, []string{"x", "y", "z"}, append(opts, primitives.WithPrefix(p))...)
 		if err != nil {
 			return nil, err
 		}
@@ -87,10 +88,11 @@ var ackTries = []ackTry{
 // 1 included.
 func testReplicaAckRefused(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
+	c := clienttest.For(t, b)
 	p := prefix(t)
 	for _, a := range ackTries {
 		ctx := ctxT(t, 10*time.Second)
-		l, err := a.try(ctx, b, p, primitives.WithReplicaAck(tooMany, 20*time.Millisecond))
+		l, err := a.try(ctx, c, p, primitives.WithReplicaAck(tooMany, 20*time.Millisecond))
 		if !errors.Is(err, primitives.ErrNotReplicated) || l != nil {
 			t.Errorf("%s with WithReplicaAck(%d): %v, want ErrNotReplicated", a.what, tooMany, err)
 			if l != nil {
@@ -98,7 +100,7 @@ func testReplicaAckRefused(t *testing.T, h Harness) {
 			}
 			continue
 		}
-		l, err = a.try(ctx, b, p)
+		l, err = a.try(ctx, c, p)
 		if err != nil {
 			t.Errorf("%s: the unacknowledged grant was not given back: %v", a.what, err)
 			continue
@@ -111,7 +113,7 @@ func testReplicaAckRefused(t *testing.T, h Harness) {
 	// the deadline cut its last attempt short); every refused grant was
 	// given back.
 	attempts := 0
-	m, err := primitives.NewMutex(b, "wait", primitives.WithPrefix(p), primitives.WithReplicaAck(tooMany, 20*time.Millisecond),
+	m, err := primitives.NewMutex(c, "wait", primitives.WithPrefix(p), primitives.WithReplicaAck(tooMany, 20*time.Millisecond),
 		primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.Acquire {
 			return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
 				req.OnAttempt = func(int, error) { attempts++ }
@@ -136,6 +138,7 @@ func testReplicaAckRefused(t *testing.T, h Harness) {
 // nothing is written.
 func testReplicaAckBadInput(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
+	cl := clienttest.For(t, b)
 	ctx := ctxT(t, 10*time.Second)
 	p := prefix(t)
 	for _, c := range []struct {
@@ -149,7 +152,7 @@ func testReplicaAckBadInput(t *testing.T, h Harness) {
 		{"timeout not below the ttl", []primitives.Option{primitives.WithTTL(time.Second), primitives.WithReplicaAck(1, time.Second)}},
 	} {
 		for _, a := range ackTries {
-			if l, err := a.try(ctx, b, p, c.opts...); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
+			if l, err := a.try(ctx, cl, p, c.opts...); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
 				t.Errorf("%s, %s: %v, want ErrInvalid", a.what, c.what, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -41,7 +42,7 @@ func testRWExclusion(t *testing.T, h Harness) {
 	var wg sync.WaitGroup
 	for g := 0; g < 12; g++ {
 		b := clients[g%len(clients)]
-		rw, err := primitives.NewRWLock(b, "rw", primitives.WithPrefix(p))
+		rw, err := primitives.NewRWLock(clienttest.For(t, b), "rw", primitives.WithPrefix(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +110,7 @@ func testRWWriterNotStarved(t *testing.T, h Harness) {
 	var wg sync.WaitGroup
 	var reads atomic.Int64
 	for g := 0; g < 8; g++ {
-		rw, _ := primitives.NewRWLock(h.NewClient(t).Backend, "s", primitives.WithPrefix(p))
+		rw, _ := primitives.NewRWLock(clienttest.For(t, h.NewClient(t).Backend), "s", primitives.WithPrefix(p))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -132,7 +133,7 @@ func testRWWriterNotStarved(t *testing.T, h Harness) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(100 * time.Millisecond) // let the stream run
-	rw, _ := primitives.NewRWLock(h.NewClient(t).Backend, "s", primitives.WithPrefix(p))
+	rw, _ := primitives.NewRWLock(clienttest.For(t, h.NewClient(t).Backend), "s", primitives.WithPrefix(p))
 	var worst time.Duration
 	for i := 0; i < 5; i++ {
 		start := time.Now()
@@ -159,11 +160,11 @@ func testRWCrashedReader(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
-	crashed, _ := primitives.NewRWLock(b, "c", primitives.WithPrefix(p), primitives.WithTTL(400*time.Millisecond), primitives.WithAutoExtend(false))
+	crashed, _ := primitives.NewRWLock(clienttest.For(t, b), "c", primitives.WithPrefix(p), primitives.WithTTL(400*time.Millisecond), primitives.WithAutoExtend(false))
 	if _, err := crashed.TryRLock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rw, _ := primitives.NewRWLock(b, "c", primitives.WithPrefix(p))
+	rw, _ := primitives.NewRWLock(clienttest.For(t, b), "c", primitives.WithPrefix(p))
 	if _, err := rw.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
 		t.Fatalf("writer while read-held: %v", err)
 	}
@@ -190,7 +191,7 @@ func testRWGaveUpWriter(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
 	ctx := ctxT(t, 20*time.Second)
-	rw, _ := primitives.NewRWLock(b, "a", primitives.WithPrefix(p))
+	rw, _ := primitives.NewRWLock(clienttest.For(t, b), "a", primitives.WithPrefix(p))
 	r, err := rw.TryRLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -213,18 +214,18 @@ func testRWBadInput(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	p := prefix(t)
 	ctx := ctxT(t, 10*time.Second)
-	if rw, err := primitives.NewRWLock(b, "", primitives.WithPrefix(p)); !errors.Is(err, latchkit.ErrInvalid) || rw != nil {
+	if rw, err := primitives.NewRWLock(clienttest.For(t, b), "", primitives.WithPrefix(p)); !errors.Is(err, latchkit.ErrInvalid) || rw != nil {
 		t.Errorf("empty name: %v", err)
 	}
 	if rw, err := primitives.NewRWLock(nil, "x"); !errors.Is(err, latchkit.ErrInvalid) || rw != nil {
-		t.Errorf("nil backend: %v", err)
+		t.Errorf("nil client: %v", err)
 	}
-	if rw, err := primitives.NewRWLock(b, "x", primitives.WithWaiterTimeout(time.Millisecond)); !errors.Is(err, latchkit.ErrInvalid) || rw != nil {
+	if rw, err := primitives.NewRWLock(clienttest.For(t, b), "x", primitives.WithWaiterTimeout(time.Millisecond)); !errors.Is(err, latchkit.ErrInvalid) || rw != nil {
 		t.Errorf("waiter timeout 1ms: %v", err)
 	}
 	key := keyOf(p, "w") + ":rw:readers"
 	do(t, b, "SET", key, "precious")
-	rw, _ := primitives.NewRWLock(b, "w", primitives.WithPrefix(p))
+	rw, _ := primitives.NewRWLock(clienttest.For(t, b), "w", primitives.WithPrefix(p))
 	for _, f := range []func(context.Context) (latchkit.Lease, error){rw.TryRLock, rw.TryLock, rw.Lock, rw.RLock} {
 		if _, err := f(ctx); !errors.Is(err, latchkit.ErrInvalid) {
 			t.Errorf("readers key is a string: %v, want ErrInvalid", err)
@@ -255,7 +256,7 @@ func testRWAbandonedIntent(t *testing.T, h Harness) {
 	if _, err := b.Eval(ctx, intentScript, []string{keyOf(p, "d") + ":rw:waiting"}, []string{"dead-writer", "300"}); err != nil {
 		t.Fatal(err)
 	}
-	rw, _ := primitives.NewRWLock(b, "d", primitives.WithPrefix(p))
+	rw, _ := primitives.NewRWLock(clienttest.For(t, b), "d", primitives.WithPrefix(p))
 	if _, err := rw.TryRLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
 		t.Fatalf("reader behind a live intent: %v, want ErrNotAcquired", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -38,7 +39,7 @@ func testSemaphoreLimit(t *testing.T, h Harness) {
 	var fences sync.Map
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
-		s, err := primitives.NewSemaphore(clients[g%len(clients)], "s", limit, primitives.WithPrefix(p))
+		s, err := primitives.NewSemaphore(clienttest.For(t, clients[g%len(clients)]), "s", limit, primitives.WithPrefix(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func testSemaphoreExpiry(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
-	s, _ := primitives.NewSemaphore(b, "e", 2, primitives.WithPrefix(p), primitives.WithTTL(500*time.Millisecond), primitives.WithAutoExtend(false))
+	s, _ := primitives.NewSemaphore(clienttest.For(t, b), "e", 2, primitives.WithPrefix(p), primitives.WithTTL(500*time.Millisecond), primitives.WithAutoExtend(false))
 	for i := 0; i < 2; i++ {
 		if _, err := s.TryAcquire(ctx); err != nil { // "crash": never released
 			t.Fatal(err)
@@ -99,7 +100,7 @@ func testSemaphoreExpiry(t *testing.T, h Harness) {
 	}
 	// A waiter behind full permits is granted when one expires, told so by
 	// the wait hint (the earliest expiry), without any release message.
-	w, _ := primitives.NewSemaphore(b, "w", 1, primitives.WithPrefix(p), primitives.WithTTL(300*time.Millisecond), primitives.WithAutoExtend(false))
+	w, _ := primitives.NewSemaphore(clienttest.For(t, b), "w", 1, primitives.WithPrefix(p), primitives.WithTTL(300*time.Millisecond), primitives.WithAutoExtend(false))
 	if _, err := w.TryAcquire(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func testSemaphoreLease(t *testing.T, h Harness) {
 	b := h.NewClient(t).Backend
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
-	s, _ := primitives.NewSemaphore(b, "l", 1, primitives.WithPrefix(p), primitives.WithTTL(400*time.Millisecond))
+	s, _ := primitives.NewSemaphore(clienttest.For(t, b), "l", 1, primitives.WithPrefix(p), primitives.WithTTL(400*time.Millisecond))
 	l, err := s.TryAcquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func testSemaphoreBadInput(t *testing.T, h Harness) {
 		{"empty name", b, "", 1},
 		{"nil backend", nil, "s", 1},
 	} {
-		s, err := primitives.NewSemaphore(c.b, c.name, c.limit, primitives.WithPrefix(p))
+		s, err := primitives.NewSemaphore(clienttest.For(t, c.b), c.name, c.limit, primitives.WithPrefix(p))
 		if !errors.Is(err, latchkit.ErrInvalid) || s != nil {
 			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
 		}
@@ -195,7 +196,7 @@ func testSemaphoreBadInput(t *testing.T, h Harness) {
 	// The holders key is a string: an error, and the value is untouched.
 	key := keyOf(p, "w") + ":sem"
 	do(t, b, "SET", key, "precious")
-	s, _ := primitives.NewSemaphore(b, "w", 3, primitives.WithPrefix(p))
+	s, _ := primitives.NewSemaphore(clienttest.For(t, b), "w", 3, primitives.WithPrefix(p))
 	for _, acquire := range []func(context.Context) (latchkit.Lease, error){s.TryAcquire, s.Acquire} {
 		if l, err := acquire(ctx); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
 			t.Errorf("holders key is a string: %v, want ErrInvalid", err)

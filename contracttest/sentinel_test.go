@@ -13,6 +13,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -79,7 +80,7 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 		}
 		// With WithReplicaAck the grant is refused and given back:
 		// nobody is told they hold a lock that cannot survive.
-		acked, _ := primitives.NewMutex(b1, "acked", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 200*time.Millisecond))
+		acked, _ := primitives.NewMutex(clienttest.For(t, b1), "acked", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 200*time.Millisecond))
 		if l, err := acked.TryLock(ctx); !errors.Is(err, primitives.ErrNotReplicated) {
 			t.Fatalf("WithReplicaAck with the replica cut off: %v, %v, want ErrNotReplicated", l, err)
 		}
@@ -87,7 +88,7 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 			t.Fatalf("the refused grant was not given back: EXISTS %v %v", v, err)
 		}
 		// Without it the grant succeeds, on the master alone.
-		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl))
+		m1, _ := primitives.NewMutex(clienttest.For(t, b1), "job", primitives.WithTTL(ttl))
 		l1, err := m1.TryLock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestSentinelFailoverLosesPlainGrant(t *testing.T) {
 		s.WaitFailover(ctx, t, old)
 		t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
 
-		m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+		m2, _ := primitives.NewMutex(clienttest.For(t, b2), "job", primitives.WithTTL(ttl))
 		var l2 latchkit.Lease
 		err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {
 			l2, err = m2.TryLock(ctx)
@@ -139,7 +140,7 @@ func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 	eachSentinelClient(t, 1, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
 		const ttl = 10 * time.Second
 
-		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, time.Second))
+		m1, _ := primitives.NewMutex(clienttest.For(t, b1), "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, time.Second))
 		l1, err := m1.TryLock(ctx)
 		if err != nil {
 			t.Fatalf("acknowledged grant with a healthy replica: %v", err)
@@ -150,7 +151,7 @@ func TestSentinelFailoverKeepsAckedGrant(t *testing.T) {
 		s.WaitFailover(ctx, t, old)
 		t.Logf("failover: sentinels name the new master %v after the kill", time.Since(killed).Round(time.Millisecond))
 
-		m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+		m2, _ := primitives.NewMutex(clienttest.For(t, b2), "job", primitives.WithTTL(ttl))
 		err = untilReachable(ctx, t, "second owner", func(ctx context.Context) error {
 			l, err := m2.TryLock(ctx)
 			if err == nil {
@@ -236,7 +237,7 @@ func TestSentinelFailoverAckedLeaseEndsWithItsReplicatedExpiry(t *testing.T) {
 	eachSentinelClient(t, 0, func(t *testing.T, s *redistest.Sentinel, b1, b2 backend.Backend, ctx context.Context) {
 		const ttl = 4 * time.Second
 
-		m1, _ := primitives.NewMutex(b1, "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 100*time.Millisecond))
+		m1, _ := primitives.NewMutex(clienttest.For(t, b1), "job", primitives.WithTTL(ttl), primitives.WithReplicaAck(1, 100*time.Millisecond))
 		granted := time.Now()
 		l1, err := m1.TryLock(ctx)
 		if err != nil {
@@ -264,7 +265,7 @@ func TestSentinelFailoverAckedLeaseEndsWithItsReplicatedExpiry(t *testing.T) {
 		s.WaitFailover(ctx, t, old)
 		t.Logf("failover %v after the grant", time.Since(granted).Round(time.Millisecond))
 
-		m2, _ := primitives.NewMutex(b2, "job", primitives.WithTTL(ttl))
+		m2, _ := primitives.NewMutex(clienttest.For(t, b2), "job", primitives.WithTTL(ttl))
 		var l2 latchkit.Lease
 		for giveUp := time.Now().Add(20 * time.Second); ; {
 			err = untilReachable(ctx, t, "second owner", func(ctx context.Context) (err error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 	"github.com/latchkit/latchkit/retry"
 )
@@ -46,7 +47,7 @@ func RunWeighted(t *testing.T, h Harness) {
 // semKind is one kind of semaphore: how to make it, and its layout.
 type semKind struct {
 	name   string
-	new    func(b backend.Backend, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
+	new    func(c *primitives.Client, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
 	layout keyspace.Layout
 }
 
@@ -57,7 +58,7 @@ var semKinds = []semKind{
 
 func (k semKind) make(t testing.TB, b backend.Backend, name string, limit int, opts ...primitives.Option) primitives.Semaphore {
 	t.Helper()
-	s, err := k.new(b, name, limit, append([]primitives.Option{primitives.WithPrefix(prefix(t))}, opts...)...)
+	s, err := k.new(clienttest.For(t, b), name, limit, append([]primitives.Option{primitives.WithPrefix(prefix(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +618,7 @@ func testFairMutexIgnoresLimit(t *testing.T, h Harness) {
 	if err := s.SetLimit(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	m, err := primitives.NewFairMutex(b, "m", primitives.WithPrefix(prefix(t)))
+	m, err := primitives.NewFairMutex(clienttest.For(t, b), "m", primitives.WithPrefix(prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -57,7 +58,7 @@ func TestElectionObservers(t *testing.T) {
 					proxies = append(proxies, px)
 					addr = px.Addr
 				}
-				e, err := primitives.NewElection(d.new(t, addr), "seat", opts...)
+				e, err := primitives.NewElection(clienttest.For(t, d.new(t, addr)), "seat", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,7 +102,7 @@ func TestElectionObservers(t *testing.T) {
 			}()
 			var cwg sync.WaitGroup
 			for c := 0; c < 3; c++ {
-				e, err := primitives.NewElection(d.new(t, srv.Addr), "seat", opts...)
+				e, err := primitives.NewElection(clienttest.For(t, d.new(t, srv.Addr)), "seat", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -40,6 +40,7 @@ import (
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/leakcheck"
@@ -153,16 +154,16 @@ func dialed[C any](t testing.TB, newClient func() (C, error)) C {
 type prim struct {
 	name  string
 	limit int
-	// open returns worker w's acquisition on b (waiting and single
+	// open returns worker w's acquisition on cl (waiting and single
 	// attempt) and whether it is exclusive.
-	open func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error)
+	open func(cl *primitives.Client, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error)
 }
 
 type acquireFunc = func(context.Context) (latchkit.Lease, error)
 
-func mutexPrim(name string, ctor func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error)) prim {
-	return prim{name, 1, func(b backend.Backend, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
-		m, err := ctor(b, "res", opts...)
+func mutexPrim(name string, ctor func(*primitives.Client, string, ...primitives.Option) (primitives.Mutex, error)) prim {
+	return prim{name, 1, func(cl *primitives.Client, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		m, err := ctor(cl, "res", opts...)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -170,9 +171,9 @@ func mutexPrim(name string, ctor func(backend.Backend, string, ...primitives.Opt
 	}}
 }
 
-func semPrim(name string, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) prim {
-	return prim{name, 2, func(b backend.Backend, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
-		s, err := ctor(b, "res", 2, opts...)
+func semPrim(name string, ctor func(*primitives.Client, string, int, ...primitives.Option) (primitives.Semaphore, error)) prim {
+	return prim{name, 2, func(cl *primitives.Client, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		s, err := ctor(cl, "res", 2, opts...)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -183,9 +184,9 @@ func semPrim(name string, ctor func(backend.Backend, string, int, ...primitives.
 // weightedPrim is a semaphore of 4 permits whose every worker takes 2 at
 // once (AcquireN): the checker counts holders against a limit of 2, so a
 // grant that ignored the weights (a third holder of 2) is a violation.
-func weightedPrim(name string, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) prim {
-	return prim{name, 2, func(b backend.Backend, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
-		s, err := ctor(b, "res", 4, opts...)
+func weightedPrim(name string, ctor func(*primitives.Client, string, int, ...primitives.Option) (primitives.Semaphore, error)) prim {
+	return prim{name, 2, func(cl *primitives.Client, _ int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		s, err := ctor(cl, "res", 4, opts...)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -197,15 +198,15 @@ func weightedPrim(name string, ctor func(backend.Backend, string, int, ...primit
 var prims = []prim{
 	mutexPrim("Mutex", primitives.NewMutex),
 	mutexPrim("FairMutex", primitives.NewFairMutex),
-	mutexPrim("MultiLock", func(b backend.Backend, _ string, opts ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewMultiLock(b, []string{"res", "res2"}, opts...)
+	mutexPrim("MultiLock", func(cl *primitives.Client, _ string, opts ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewMultiLock(cl, []string{"res", "res2"}, opts...)
 	}),
 	semPrim("Semaphore(2)", primitives.NewSemaphore),
 	semPrim("FairSemaphore(2)", primitives.NewFairSemaphore),
 	weightedPrim("Semaphore(4) by 2s", primitives.NewSemaphore),
 	weightedPrim("FairSemaphore(4) by 2s", primitives.NewFairSemaphore),
-	{"RWLock", 1 << 30, func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
-		l, err := primitives.NewRWLock(b, "res", opts...)
+	{"RWLock", 1 << 30, func(cl *primitives.Client, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		l, err := primitives.NewRWLock(cl, "res", opts...)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -214,8 +215,8 @@ var prims = []prim{
 		}
 		return l.RLock, l.TryRLock, false, nil
 	}},
-	{"Election", 1, func(b backend.Backend, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
-		e, err := primitives.NewElection(b, "res", opts...)
+	{"Election", 1, func(cl *primitives.Client, w int, opts ...primitives.Option) (lock, try acquireFunc, exclusive bool, err error) {
+		e, err := primitives.NewElection(cl, "res", opts...)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -298,7 +299,7 @@ func newRig(t *testing.T, d driver, p prim) *rig {
 	for w := 0; w < workers; w++ {
 		px := faultproxy.Start(t, r.srv.Addr)
 		b := d.new(t, px.Addr)
-		acq, _, excl, err := p.open(b, w, primitives.WithTTL(ttl), primitives.WithPrefix("f:"))
+		acq, _, excl, err := p.open(clienttest.For(t, b), w, primitives.WithTTL(ttl), primitives.WithPrefix("f:"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/cpuhog"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/proc"
@@ -108,7 +109,7 @@ func ghostRound(t *testing.T, bs []backend.Backend, log *ghostLog, calls []atomi
 		go func() {
 			defer wg.Done()
 			rb := recBackend{Backend: bs[c], log: log, client: c, call: &calls[c]}
-			s, err := primitives.NewSemaphore(rb, name, 2, primitives.WithTTL(linTTL))
+			s, err := primitives.NewSemaphore(clienttest.For(t, rb), name, 2, primitives.WithTTL(linTTL))
 			if err != nil {
 				t.Error(err)
 				return

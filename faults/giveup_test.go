@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -36,11 +36,11 @@ func TestGiveUpInFlight(t *testing.T) {
 			t.Run(d.name+"/"+p.name, func(t *testing.T) {
 				srv := redistest.Start(t)
 				opts := []primitives.Option{primitives.WithTTL(30 * time.Second), primitives.WithPrefix("u:")}
-				lock, _, _, err := p.open(d.new(t, srv.Addr), 0, opts...)
+				lock, _, _, err := p.open(clienttest.For(t, d.new(t, srv.Addr)), 0, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, try, _, _ := p.open(d.new(t, srv.Addr), 0, opts...)
+				_, try, _, _ := p.open(clienttest.For(t, d.new(t, srv.Addr)), 0, opts...)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				// Connections up and scripts loaded: the attempt that will
@@ -138,7 +138,7 @@ func TestResentQueueingAttempt(t *testing.T) {
 	kinds := []struct {
 		name       string
 		mutexKeys  bool // uses the Mutex keys (prefix{name}), whose value we can read
-		ctor       func(b backend.Backend, name string, opts ...primitives.Option) (primitives.Mutex, error)
+		ctor       func(cl *primitives.Client, name string, opts ...primitives.Option) (primitives.Mutex, error)
 		withOwners bool
 	}{
 		{"Mutex", true, primitives.NewMutex, false},
@@ -165,17 +165,17 @@ func TestResentQueueingAttempt(t *testing.T) {
 
 				// Every client made first, so that W1's first attempt
 				// follows the holder's grant at once.
-				m1, err := k.ctor(d.new(t, px.Addr), name, opts...)
+				m1, err := k.ctor(clienttest.For(t, d.new(t, px.Addr)), name, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				m2, err := k.ctor(d.new(t, srv.Addr), name, opts...)
+				m2, err := k.ctor(clienttest.For(t, d.new(t, srv.Addr)), name, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
 
 				// The holder: a short lease, not renewed.
-				hm, err := k.ctor(d.new(t, srv.Addr), name, append(opts, primitives.WithTTL(holderTTL), primitives.WithAutoExtend(false))...)
+				hm, err := k.ctor(clienttest.For(t, d.new(t, srv.Addr)), name, append(opts, primitives.WithTTL(holderTTL), primitives.WithAutoExtend(false))...)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -41,7 +41,9 @@ func TestWaiterAcrossHang(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
-			holderB, waiterB := d.new(t, srv.Addr), d.new(t, srv.Addr)
+			// Two processes: the holders' and the waiters', each a Client
+			// of its own.
+			holderC, waiterC := clienttest.For(t, d.new(t, srv.Addr)), clienttest.For(t, d.new(t, srv.Addr))
 			ctx, cancel := context.WithTimeout(context.Background(), hang+time.Minute)
 			defer cancel()
 
@@ -59,11 +61,11 @@ func TestWaiterAcrossHang(t *testing.T) {
 				for _, ttl := range ttls {
 					name := fmt.Sprintf("%s-%v", k.name, ttl)
 					opts := []primitives.Option{primitives.WithPrefix("hw:"), primitives.WithTTL(ttl), primitives.WithWaiterTimeout(waiterTimeout)}
-					hl, _, err := k.open([]backend.Backend{holderB}, []string{name}, false, opts...)
+					hl, _, err := k.open([]*primitives.Client{holderC}, []string{name}, false, opts...)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wl, _, err := k.open([]backend.Backend{waiterB}, []string{name}, false, opts...)
+					wl, _, err := k.open([]*primitives.Client{waiterC}, []string{name}, false, opts...)
 					if err != nil {
 						t.Fatal(err)
 					}

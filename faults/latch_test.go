@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -99,7 +100,7 @@ func TestLatchFaults(t *testing.T) {
 					px = faultproxy.Start(t, srv.Addr)
 					addr = px.Addr
 				}
-				l, err := primitives.NewLatch(d.new(t, addr), "shards", opts...)
+				l, err := primitives.NewLatch(clienttest.For(t, d.new(t, addr)), "shards", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/cpuhog"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
@@ -306,7 +307,7 @@ func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, wa
 			px = faultproxy.Start(t, srv.Addr)
 			addr = px.Addr
 		}
-		lock, try, _, err := p.open(ds[c%len(ds)].new(t, addr), c, primitives.WithTTL(linTTL))
+		lock, try, _, err := p.open(clienttest.For(t, ds[c%len(ds)].new(t, addr)), c, primitives.WithTTL(linTTL))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +369,7 @@ func linearizable(t *testing.T, ds []driver, p prim, scenario, faults string, wa
 
 // heldAfter reports how many of p's permits a fresh client cannot take.
 func heldAfter(t *testing.T, d driver, addr string, p prim) int {
-	_, try, _, err := p.open(d.new(t, addr), 9, primitives.WithTTL(time.Second), primitives.WithAutoExtend(false))
+	_, try, _, err := p.open(clienttest.For(t, d.new(t, addr)), 9, primitives.WithTTL(time.Second), primitives.WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -31,13 +32,13 @@ func TestLostReply(t *testing.T) {
 				srv := redistest.Start(t)
 				px := faultproxy.Start(t, srv.Addr)
 				opts := []primitives.Option{primitives.WithTTL(lttl), primitives.WithAutoExtend(false), primitives.WithPrefix("l:")}
-				lossy, lossyTry, _, err := p.open(d.new(t, px.Addr), 0, opts...)
+				lossy, lossyTry, _, err := p.open(clienttest.For(t, d.new(t, px.Addr)), 0, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
 				// A direct client, exclusive like the lossy one, checks the
 				// primitive is free.
-				direct, _, _, _ := p.open(d.new(t, srv.Addr), 0, opts...)
+				direct, _, _, _ := p.open(clienttest.For(t, d.new(t, srv.Addr)), 0, opts...)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				violations, ops := 0, 0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -65,7 +66,8 @@ type manyLease struct {
 type manyRig struct {
 	// holder and other are the backends of the holding process and of the
 	// contender: [0] for the single-server primitives, [1:4] the Redlock
-	// instances.
+	// instances. Each backend gets one Client (clienttest.For), so each
+	// process has its own.
 	holder, other []backend.Backend
 	// doomed says whether a lease of k over names is cut off by the fault.
 	doomed func(k kind, names []string) bool
@@ -215,7 +217,7 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 		if k.instances > 1 {
 			bs = bs[1:4]
 		}
-		lock, _, err := k.open(bs, names, read, append([]primitives.Option{primitives.WithPrefix(prefix)}, extra...)...)
+		lock, _, err := k.open(clienttest.All(t, bs), names, read, append([]primitives.Option{primitives.WithPrefix(prefix)}, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +360,7 @@ func manyLeases(t *testing.T, r *manyRig, size manySize, scenario, driver, fault
 	for _, n := range doomedNames[4:] {
 		try := func() acquireFunc {
 			k := kMutex
-			_, try, err := k.open(r.holder[:1], []string{n}, false, primitives.WithPrefix(prefix), primitives.WithTTL(size.maxTTL))
+			_, try, err := k.open(clienttest.All(t, r.holder[:1]), []string{n}, false, primitives.WithPrefix(prefix), primitives.WithTTL(size.maxTTL))
 			if err != nil {
 				t.Fatal(err)
 			}

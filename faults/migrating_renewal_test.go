@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -70,7 +71,8 @@ func TestMigratingRenewal(t *testing.T) {
 	}
 	var all []*held
 	for di, cd := range lane.Pick(clusterDrivers[:2], clusterDrivers) {
-		hb, cb := cd.new(t, cl.Addrs), cd.new(t, cl.Addrs)
+		// The holding process and the contending one: a Client each.
+		hc, cc := clienttest.For(t, cd.new(t, cl.Addrs)), clienttest.For(t, cd.new(t, cl.Addrs))
 		for ci, c := range cases {
 			opts := []primitives.Option{primitives.WithPrefix(fmt.Sprintf("mr%d.%d:", di, ci)), primitives.WithTTL(ttl)}
 			h := &held{label: cd.name + "/" + c.name}
@@ -80,11 +82,11 @@ func TestMigratingRenewal(t *testing.T) {
 				h.label += " (annotated)"
 				hopts = append(hopts[:len(hopts):len(hopts)], primitives.WithMiddleware(annotate(h.note)))
 			}
-			_, try, _, err := c.p.open(hb, c.holder, hopts...)
+			_, try, _, err := c.p.open(hc, c.holder, hopts...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, contend, _, err := c.p.open(cb, c.contend, opts...)
+			_, contend, _, err := c.p.open(cc, c.contend, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -234,18 +234,24 @@ func TestMixedUse(t *testing.T) {
 				return mixCaller{what: what, res: res, wait: wait, owner: owner, m: m}
 			}
 			mutex := func(name string) func() (primitives.Mutex, error) {
-				return func() (primitives.Mutex, error) { return primitives.NewMutex(d.new(t, srv.Addr), name, opts...) }
+				return func() (primitives.Mutex, error) {
+					return primitives.NewMutex(clienttest.For(t, d.new(t, srv.Addr)), name, opts...)
+				}
 			}
 			reentrant := func(name string) func() (primitives.Mutex, error) {
 				return func() (primitives.Mutex, error) {
-					return primitives.NewReentrantMutex(d.new(t, srv.Addr), name, opts...)
+					return primitives.NewReentrantMutex(clienttest.For(t, d.new(t, srv.Addr)), name, opts...)
 				}
 			}
 			multi := func(names ...string) func() (primitives.Mutex, error) {
-				return func() (primitives.Mutex, error) { return primitives.NewMultiLock(d.new(t, srv.Addr), names, opts...) }
+				return func() (primitives.Mutex, error) {
+					return primitives.NewMultiLock(clienttest.For(t, d.new(t, srv.Addr)), names, opts...)
+				}
 			}
 			fair := func(name string) func() (primitives.Mutex, error) {
-				return func() (primitives.Mutex, error) { return primitives.NewFairMutex(d.new(t, srv.Addr), name, opts...) }
+				return func() (primitives.Mutex, error) {
+					return primitives.NewFairMutex(clienttest.For(t, d.new(t, srv.Addr)), name, opts...)
+				}
 			}
 			ordered := func(c mixCaller, order ...uint8) mixCaller { c.order = order; return c }
 			callers := []mixCaller{
@@ -471,7 +477,7 @@ func TestMultiLockAmongMutexWaiters(t *testing.T) {
 			var grants atomic.Int64
 			var wg sync.WaitGroup
 			for i := 0; i < 2; i++ {
-				m, err := primitives.NewMutex(d.new(t, srv.Addr), "a", opts...)
+				m, err := primitives.NewMutex(clienttest.For(t, d.new(t, srv.Addr)), "a", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -496,7 +502,7 @@ func TestMultiLockAmongMutexWaiters(t *testing.T) {
 					}
 				}()
 			}
-			ml, err := primitives.NewMultiLock(d.new(t, srv.Addr), []string{"a", "b"}, opts...)
+			ml, err := primitives.NewMultiLock(clienttest.For(t, d.new(t, srv.Addr)), []string{"a", "b"}, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -543,13 +549,13 @@ func TestWokenAcrossKinds(t *testing.T) {
 	const slack = 500 * time.Millisecond
 	kinds := []struct {
 		name string
-		new  func(b backend.Backend, opts []primitives.Option) (primitives.Mutex, error)
+		new  func(cl *primitives.Client, opts []primitives.Option) (primitives.Mutex, error)
 	}{
-		{"Mutex(a)", func(b backend.Backend, opts []primitives.Option) (primitives.Mutex, error) {
-			return primitives.NewMutex(b, "a", opts...)
+		{"Mutex(a)", func(cl *primitives.Client, opts []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewMutex(cl, "a", opts...)
 		}},
-		{"MultiLock{a,b}", func(b backend.Backend, opts []primitives.Option) (primitives.Mutex, error) {
-			return primitives.NewMultiLock(b, []string{"a", "b"}, opts...)
+		{"MultiLock{a,b}", func(cl *primitives.Client, opts []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewMultiLock(cl, []string{"a", "b"}, opts...)
 		}},
 	}
 	for _, d := range lane.Subset(drivers, 1, 1) {
@@ -558,11 +564,11 @@ func TestWokenAcrossKinds(t *testing.T) {
 				t.Run(d.name+"/"+holder.name+"_then_"+waiter.name, func(t *testing.T) {
 					srv := redistest.Start(t)
 					opts := []primitives.Option{primitives.WithPrefix("w:")}
-					hm, err := holder.new(d.new(t, srv.Addr), opts)
+					hm, err := holder.new(clienttest.For(t, d.new(t, srv.Addr)), opts)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wm, err := waiter.new(d.new(t, srv.Addr), opts)
+					wm, err := waiter.new(clienttest.For(t, d.new(t, srv.Addr)), opts)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -59,7 +60,7 @@ func TestMixedDrivers(t *testing.T) {
 			w := 0
 			for _, d := range drivers {
 				for range perDriver {
-					lock, _, excl, err := p.open(d.new(t, srv.Addr), w, primitives.WithPrefix("mixed:"))
+					lock, _, excl, err := p.open(clienttest.For(t, d.new(t, srv.Addr)), w, primitives.WithPrefix("mixed:"))
 					if err != nil {
 						t.Fatal(err)
 					}

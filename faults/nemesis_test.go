@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -185,7 +186,7 @@ func newNemRig(t *testing.T, cfg nemConfig) *nemRig {
 	if cfg.cluster != nil {
 		r.startCluster(t)
 		for c := 0; c < nemClients; c++ {
-			lock, try, _, err := cfg.prim.open(cfg.cluster.new(t, r.cl.Addrs), c, opts...)
+			lock, try, _, err := cfg.prim.open(clienttest.For(t, cfg.cluster.new(t, r.cl.Addrs)), c, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,14 +208,14 @@ func newNemRig(t *testing.T, cfg nemConfig) *nemRig {
 		}
 		r.proxies = append(r.proxies, pxs)
 		if cfg.redlock {
-			rl, err := primitives.NewRedlock(bs, "res", append(opts, primitives.WithInstanceTimeout(nemInstanceTimeout))...)
+			rl, err := primitives.NewRedlock(clienttest.All(t, bs), "res", append(opts, primitives.WithInstanceTimeout(nemInstanceTimeout))...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r.lock, r.try = append(r.lock, rl.Lock), append(r.try, rl.TryLock)
 			continue
 		}
-		lock, try, _, err := cfg.prim.open(bs[0], c, opts...)
+		lock, try, _, err := cfg.prim.open(clienttest.For(t, bs[0]), c, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

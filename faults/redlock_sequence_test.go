@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -38,7 +39,7 @@ func TestRedlockFenceSequence(t *testing.T) {
 				t.Cleanup(func() { cl.Close() })
 				bs = append(bs, goredis.New(cl))
 			}
-			rl, err := primitives.NewRedlock(bs, "seq", primitives.WithTTL(2*time.Second),
+			rl, err := primitives.NewRedlock(clienttest.All(t, bs), "seq", primitives.WithTTL(2*time.Second),
 				primitives.WithInstanceTimeout(100*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)

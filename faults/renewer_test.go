@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -53,11 +54,12 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 			const nodeA, nodeB = 0, 1
 			onA := m.namesOn(t, prefix, "a", nodeA, 5)
 			onB := m.namesOn(t, prefix, "b", nodeB, 1)
-			holder, other := d.new(t, cl.Addrs), d.new(t, cl.Addrs)
+			// The holding process and the other one: a Client each.
+			holder, other := clienttest.For(t, d.new(t, cl.Addrs)), clienttest.For(t, d.new(t, cl.Addrs))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			lock := func(b backend.Backend, name string, ttl time.Duration) (acquireFunc, acquireFunc) {
-				mu, err := primitives.NewMutex(b, name, primitives.WithTTL(ttl), primitives.WithPrefix(prefix))
+			lock := func(c *primitives.Client, name string, ttl time.Duration) (acquireFunc, acquireFunc) {
+				mu, err := primitives.NewMutex(c, name, primitives.WithTTL(ttl), primitives.WithPrefix(prefix))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -187,11 +189,18 @@ func TestTimelyRenewalBesideHungNode(t *testing.T) {
 // renewal period (a third of its TTL) and its instance timeout after the
 // deletion, plus slack, and never after Y's own deadline; X, whose
 // instances hang past its TTL, is told by its deadline. X is either
-//   - a Redlock over three instances, all hung, whose instance timeout is
-//     3 s (a long one, as a distant deployment may set; it must stay under
-//     the TTL), or
+//   - a Redlock over three instances, two of them hung (a quorum lost),
+//     whose instance timeout is 3 s (a long one, as a distant deployment
+//     may set; it must stay under the TTL); its first instance is Y's
+//     first, through the same primitives.Client, so that X's renewals and
+//     Y's go through one renewer (a Redlock's leases are renewed by its
+//     first Client's), as they did through the process's one renewer of
+//     extend-only leases before Clients; or
 //   - a MultiLock over two names on different nodes of a Cluster, one of
 //     which hangs: its renewal extends the names one after the other.
+//     (Its Client is the Cluster's, Y's a standalone server's: their
+//     renewals go through different renewers, and only the promise to Y
+//     is checked.)
 //
 // Y is a Redlock of TTL 3 s over three healthy instances.
 func TestTimelyChunkReportsEachLease(t *testing.T) {
@@ -206,19 +215,20 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 	type flavour struct {
 		name    string
 		cluster bool // open needs a Cluster client
-		// open returns X's acquisition and the hang and its undoing.
-		open func(t *testing.T, d driver, cd clusterDriver) (lock acquireFunc, hang, resume func())
+		// open returns X's acquisition and the hang and its undoing; y0
+		// is the Client of Y's first instance.
+		open func(t *testing.T, d driver, cd clusterDriver, y0 *primitives.Client) (lock acquireFunc, hang, resume func())
 	}
 	flavours := []flavour{
-		{"Redlock on hung instances", false, func(t *testing.T, d driver, _ clusterDriver) (acquireFunc, func(), func()) {
-			var bs []backend.Backend
-			var srvs []*redistest.Server
-			for range 3 {
+		{"Redlock on hung instances", false, func(t *testing.T, d driver, _ clusterDriver, y0 *primitives.Client) (acquireFunc, func(), func()) {
+			cs := []*primitives.Client{y0} // shared with Y, healthy
+			var srvs []*redistest.Server   // X's own, hung
+			for range 2 {
 				s := redistest.Start(t)
 				srvs = append(srvs, s)
-				bs = append(bs, d.new(t, s.Addr))
+				cs = append(cs, clienttest.For(t, d.new(t, s.Addr)))
 			}
-			rl, err := primitives.NewRedlock(bs, "x", primitives.WithTTL(xTTL), primitives.WithPrefix(prefix), primitives.WithInstanceTimeout(3*time.Second))
+			rl, err := primitives.NewRedlock(cs, "x", primitives.WithTTL(xTTL), primitives.WithPrefix(prefix), primitives.WithInstanceTimeout(3*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,12 +242,12 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 					}
 				}
 		}},
-		{"split MultiLock on a hung Cluster node", true, func(t *testing.T, _ driver, cd clusterDriver) (acquireFunc, func(), func()) {
+		{"split MultiLock on a hung Cluster node", true, func(t *testing.T, _ driver, cd clusterDriver, _ *primitives.Client) (acquireFunc, func(), func()) {
 			cl := redistest.StartCluster(t, 3)
 			keepHealthyNodesServing(t, cl)
 			m := newClusterMap(t, cl)
 			names := []string{m.namesOn(t, prefix, "xa", 0, 1)[0], m.namesOn(t, prefix, "xb", 1, 1)[0]}
-			ml, err := primitives.NewMultiLock(cd.new(t, cl.Addrs), names, primitives.WithTTL(xTTL), primitives.WithPrefix(prefix))
+			ml, err := primitives.NewMultiLock(clienttest.For(t, cd.new(t, cl.Addrs)), names, primitives.WithTTL(xTTL), primitives.WithPrefix(prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +262,6 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 				if !ok && f.cluster {
 					t.Skipf("%s has no Cluster client", d.name)
 				}
-				xLock, hang, resume := f.open(t, d, cd)
 				var ySrvs []*redistest.Server
 				var yB, otherB []backend.Backend
 				for range 3 {
@@ -261,11 +270,14 @@ func TestTimelyChunkReportsEachLease(t *testing.T) {
 					yB = append(yB, d.new(t, s.Addr))
 					otherB = append(otherB, d.new(t, s.Addr))
 				}
-				y, err := primitives.NewRedlock(yB, "y", primitives.WithTTL(yTTL), primitives.WithPrefix(prefix))
+				// The process holding X and Y: a Client per server.
+				yCs := clienttest.All(t, yB)
+				xLock, hang, resume := f.open(t, d, cd, yCs[0])
+				y, err := primitives.NewRedlock(yCs, "y", primitives.WithTTL(yTTL), primitives.WithPrefix(prefix))
 				if err != nil {
 					t.Fatal(err)
 				}
-				yOther, err := primitives.NewRedlock(otherB, "y", primitives.WithTTL(yTTL), primitives.WithPrefix(prefix))
+				yOther, err := primitives.NewRedlock(clienttest.All(t, otherB), "y", primitives.WithTTL(yTTL), primitives.WithPrefix(prefix))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -361,7 +373,7 @@ func TestTimelyExtendBehindRenewal(t *testing.T) {
 							bs = append(bs, d.new(t, s.Addr))
 						}
 						names := namesFor(k, "e")
-						lock, _, err := k.open(bs, names, false, primitives.WithTTL(ettl), primitives.WithPrefix("e:"))
+						lock, _, err := k.open(clienttest.All(t, bs), names, false, primitives.WithTTL(ettl), primitives.WithPrefix("e:"))
 						if err != nil {
 							t.Fatal(err)
 						}

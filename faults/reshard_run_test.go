@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -188,13 +189,14 @@ func replicaCounts(cl *redistest.Cluster) []int {
 }
 
 // primRigs makes a rig for every primitive of prims, the ith with opts(i)
-// and TTL ttl, each of its workers a client of its own made by client.
+// and TTL ttl, each of its workers a client of its own made by client (and
+// a primitives.Client of its own over it).
 func primRigs(t *testing.T, ttl time.Duration, opts func(i int) []primitives.Option, client func() backend.Backend) []*rig {
 	var rigs []*rig
 	for i, p := range prims {
 		r := &rig{limit: p.limit, ttl: ttl, hist: &history{failures: map[string]int{}}}
 		for w := 0; w < workers; w++ {
-			acq, _, excl, err := p.open(client(), w, opts(i)...)
+			acq, _, excl, err := p.open(clienttest.For(t, client()), w, opts(i)...)
 			if err != nil {
 				t.Fatal(err)
 			}

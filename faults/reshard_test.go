@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -79,12 +80,12 @@ func TestReshardReplicaAck(t *testing.T) {
 			slot, from := slotOf(t, cl, p, name)
 			to := (from + 1) % len(cl.Nodes)
 			b := cd.new(t, cl.Addrs)
-			acked, err := primitives.NewMutex(b, name, primitives.WithPrefix(p), primitives.WithTTL(5*time.Second),
+			acked, err := primitives.NewMutex(clienttest.For(t, b), name, primitives.WithPrefix(p), primitives.WithTTL(5*time.Second),
 				primitives.WithReplicaAck(1, 200*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
-			plain, err := primitives.NewMutex(cd.new(t, cl.Addrs), name, primitives.WithPrefix(p), primitives.WithTTL(5*time.Second))
+			plain, err := primitives.NewMutex(clienttest.For(t, cd.new(t, cl.Addrs)), name, primitives.WithPrefix(p), primitives.WithTTL(5*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,11 +177,11 @@ func TestReshardMigratingSlot(t *testing.T) {
 					slot, from := slotOf(t, cl, prefix, "res")
 					to := (from + 1) % len(cl.Nodes)
 					opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(5 * time.Second)}
-					_, holderTry, _, err := p.open(cd.new(t, cl.Addrs), 0, opts...)
+					_, holderTry, _, err := p.open(clienttest.For(t, cd.new(t, cl.Addrs)), 0, opts...)
 					if err != nil {
 						t.Fatal(err)
 					}
-					lock, try, _, err := p.open(cd.new(t, cl.Addrs), 0, opts...)
+					lock, try, _, err := p.open(clienttest.For(t, cd.new(t, cl.Addrs)), 0, opts...)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -299,7 +300,7 @@ func freshOnSlot(t *testing.T, cl *redistest.Cluster, p prim, prefix string, slo
 	if s, err := cl.Slot(ctx, keyspace.KeyBase(fp, "res")); err != nil || s != slot {
 		t.Fatalf("the fresh name's slot: %d, %v; want %d", s, err, slot)
 	}
-	_, try, _, err := p.open(cd.new(t, cl.Addrs), 0, append(opts, primitives.WithPrefix(fp))...)
+	_, try, _, err := p.open(clienttest.For(t, cd.new(t, cl.Addrs)), 0, append(opts, primitives.WithPrefix(fp))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/cpuhog"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
@@ -78,7 +79,7 @@ func TestTimelyStarved(t *testing.T) {
 					byB = append(byB, d.new(t, s.Addr))
 				}
 				open := func(bs []backend.Backend, base string, extra ...primitives.Option) (acquireFunc, acquireFunc) {
-					lock, try, err := k.open(bs, namesFor(k, base), false, append([]primitives.Option{primitives.WithTTL(sttl), primitives.WithPrefix("s:")}, extra...)...)
+					lock, try, err := k.open(clienttest.All(t, bs), namesFor(k, base), false, append([]primitives.Option{primitives.WithTTL(sttl), primitives.WithPrefix("s:")}, extra...)...)
 					if err != nil {
 						t.Fatal(err)
 					}

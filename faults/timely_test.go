@@ -39,6 +39,7 @@ import (
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
@@ -262,12 +263,13 @@ type kind struct {
 	// read: the holder takes a read lease (RWLock); the contender still
 	// takes the write lock, which a reader excludes.
 	read bool
-	open func(bs []backend.Backend, names []string, read bool, opts ...primitives.Option) (lock, try acquireFunc, err error)
+	// open makes it over cs, one Client per instance.
+	open func(cs []*primitives.Client, names []string, read bool, opts ...primitives.Option) (lock, try acquireFunc, err error)
 }
 
-func mutexKind(name string, ctor func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error)) kind {
-	return kind{name: name, instances: 1, names: 1, open: func(bs []backend.Backend, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
-		m, err := ctor(bs[0], names[0], opts...)
+func mutexKind(name string, ctor func(*primitives.Client, string, ...primitives.Option) (primitives.Mutex, error)) kind {
+	return kind{name: name, instances: 1, names: 1, open: func(cs []*primitives.Client, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
+		m, err := ctor(cs[0], names[0], opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -275,9 +277,9 @@ func mutexKind(name string, ctor func(backend.Backend, string, ...primitives.Opt
 	}}
 }
 
-func semKind(name string, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) kind {
-	return kind{name: name, instances: 1, names: 1, open: func(bs []backend.Backend, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
-		s, err := ctor(bs[0], names[0], 1, opts...)
+func semKind(name string, ctor func(*primitives.Client, string, int, ...primitives.Option) (primitives.Semaphore, error)) kind {
+	return kind{name: name, instances: 1, names: 1, open: func(cs []*primitives.Client, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
+		s, err := ctor(cs[0], names[0], 1, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -286,8 +288,8 @@ func semKind(name string, ctor func(backend.Backend, string, int, ...primitives.
 }
 
 func rwKind(name string, read bool) kind {
-	return kind{name: name, instances: 1, names: 1, read: read, open: func(bs []backend.Backend, names []string, read bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
-		l, err := primitives.NewRWLock(bs[0], names[0], opts...)
+	return kind{name: name, instances: 1, names: 1, read: read, open: func(cs []*primitives.Client, names []string, read bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
+		l, err := primitives.NewRWLock(cs[0], names[0], opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -301,8 +303,8 @@ func rwKind(name string, read bool) kind {
 var (
 	kMutex     = mutexKind("Mutex", primitives.NewMutex)
 	kFairMutex = mutexKind("FairMutex", primitives.NewFairMutex)
-	kMulti     = kind{name: "MultiLock", instances: 1, names: 2, open: func(bs []backend.Backend, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
-		m, err := primitives.NewMultiLock(bs[0], names, opts...)
+	kMulti     = kind{name: "MultiLock", instances: 1, names: 2, open: func(cs []*primitives.Client, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
+		m, err := primitives.NewMultiLock(cs[0], names, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -312,8 +314,8 @@ var (
 	kFairSem = semKind("FairSemaphore(1)", primitives.NewFairSemaphore)
 	kRWWrite = rwKind("RWLock (writer)", false)
 	kRWRead  = rwKind("RWLock (reader)", true)
-	kRedlock = kind{name: "Redlock(3)", instances: 3, names: 1, open: func(bs []backend.Backend, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
-		m, err := primitives.NewRedlock(bs, names[0], opts...)
+	kRedlock = kind{name: "Redlock(3)", instances: 3, names: 1, open: func(cs []*primitives.Client, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
+		m, err := primitives.NewRedlock(cs, names[0], opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -751,7 +753,7 @@ func writesPaused(t *testing.T, d driver, k kind, pttl, pause, callDL time.Durat
 	}
 	opts := []primitives.Option{primitives.WithTTL(pttl), primitives.WithPrefix("t:")}
 	open := func(bs []backend.Backend, base string, extra ...primitives.Option) (acquireFunc, acquireFunc) {
-		lock, try, err := k.open(bs, namesFor(k, base), false, append(opts, extra...)...)
+		lock, try, err := k.open(clienttest.All(t, bs), namesFor(k, base), false, append(opts, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -33,7 +34,20 @@ func ExampleTracing() {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	defer tp.Shutdown(context.Background())
 
-	mu, err := primitives.NewMutex(goredis.New(client), "report",
+	// One Client per Redis, shared by the primitives made from it.
+	cl, err := primitives.NewClient(goredis.New(client))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { // on shutdown: releases what is still held, stops its goroutines
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cl.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
+
+	mu, err := primitives.NewMutex(cl, "report",
 		primitives.WithMiddleware(middleware.Tracing(middleware.WithTracerProvider(tp))))
 	if err != nil {
 		log.Fatal(err)

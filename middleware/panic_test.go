@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -30,7 +31,7 @@ func TestTracingSurvivesPanics(t *testing.T) {
 	boom := func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) { panic("inner middleware") }
 	}
-	m, err := primitives.NewMutex(bs[0], "p", tel.tracing(), primitives.WithMiddleware(boom))
+	m, err := primitives.NewMutex(clienttest.For(t, bs[0]), "p", tel.tracing(), primitives.WithMiddleware(boom))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestTracingSurvivesPanics(t *testing.T) {
 			return panicLease{l}, nil
 		}
 	}
-	m2, err := primitives.NewMutex(bs[0], "q", tel.tracing(), primitives.WithMiddleware(wrap))
+	m2, err := primitives.NewMutex(clienttest.For(t, bs[0]), "q", tel.tracing(), primitives.WithMiddleware(wrap))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -26,7 +27,7 @@ import (
 func TestTracingLeaseSpansJoinTheAcquisition(t *testing.T) {
 	tel := newTelemetry(t)
 	_, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMutex(bs[0], "job", tel.tracing(), primitives.WithTTL(5*time.Second))
+	m, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "job", tel.tracing(), primitives.WithTTL(5*time.Second))
 
 	// No span in the context: Lock, Extend, Release all with Background.
 	l, err := m.Lock(context.Background())
@@ -95,7 +96,7 @@ func TestTracingLeaseSpansJoinTheAcquisition(t *testing.T) {
 func TestTracingLeaseLostCause(t *testing.T) {
 	tel := newTelemetry(t)
 	ms, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMutex(bs[0], "lost", tel.tracing(), primitives.WithTTL(300*time.Millisecond))
+	m, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "lost", tel.tracing(), primitives.WithTTL(300*time.Millisecond))
 	l, err := m.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestTracingLeaseLostCause(t *testing.T) {
 func TestTracingCallerGaveUp(t *testing.T) {
 	tel := newTelemetry(t)
 	ms, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMutex(bs[0], "busy", tel.tracing(), primitives.WithTTL(5*time.Second))
+	m, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "busy", tel.tracing(), primitives.WithTTL(5*time.Second))
 	held, err := m.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
@@ -147,19 +148,19 @@ func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
 	return true
 }
 
-// lockers are the acquisitions of every primitive kind, built over bs
-// (a Redlock uses all of them, the others the first) with opts.
+// lockers are the acquisitions of every primitive kind, built over the
+// Clients cs (a Redlock uses all of them, the others the first) with opts.
 type locker struct {
 	kind latchkit.Kind
-	new  func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error))
+	new  func(t testing.TB, cs []*primitives.Client, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error))
 	// holder, when set, is what holds the primitive while this kind waits
 	// (a writer, for readers).
 	holder *locker
 }
 
-func mutexLike(kind latchkit.Kind, ctor func([]backend.Backend, ...primitives.Option) (primitives.Mutex, error)) locker {
-	return locker{kind: kind, new: func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		m, err := ctor(bs, opts...)
+func mutexLike(kind latchkit.Kind, ctor func([]*primitives.Client, ...primitives.Option) (primitives.Mutex, error)) locker {
+	return locker{kind: kind, new: func(t testing.TB, cs []*primitives.Client, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		m, err := ctor(cs, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,9 +168,9 @@ func mutexLike(kind latchkit.Kind, ctor func([]backend.Backend, ...primitives.Op
 	}}
 }
 
-func semLike(kind latchkit.Kind, ctor func(backend.Backend, string, int, ...primitives.Option) (primitives.Semaphore, error)) locker {
-	return locker{kind: kind, new: func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		s, err := ctor(bs[0], "res", 1, opts...)
+func semLike(kind latchkit.Kind, ctor func(*primitives.Client, string, int, ...primitives.Option) (primitives.Semaphore, error)) locker {
+	return locker{kind: kind, new: func(t testing.TB, cs []*primitives.Client, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		s, err := ctor(cs[0], "res", 1, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,8 +179,8 @@ func semLike(kind latchkit.Kind, ctor func(backend.Backend, string, int, ...prim
 }
 
 func rw(kind latchkit.Kind) locker {
-	return locker{kind: kind, new: func(t testing.TB, bs []backend.Backend, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
-		l, err := primitives.NewRWLock(bs[0], "res", opts...)
+	return locker{kind: kind, new: func(t testing.TB, cs []*primitives.Client, opts ...primitives.Option) (lock, try func(context.Context) (latchkit.Lease, error)) {
+		l, err := primitives.NewRWLock(cs[0], "res", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,20 +192,20 @@ func rw(kind latchkit.Kind) locker {
 }
 
 var lockers = []locker{
-	mutexLike(latchkit.KindMutex, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewMutex(bs[0], "res", o...)
+	mutexLike(latchkit.KindMutex, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewMutex(cs[0], "res", o...)
 	}),
-	mutexLike(latchkit.KindReentrantMutex, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewReentrantMutex(bs[0], "res", o...)
+	mutexLike(latchkit.KindReentrantMutex, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewReentrantMutex(cs[0], "res", o...)
 	}),
-	mutexLike(latchkit.KindFairMutex, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewFairMutex(bs[0], "res", o...)
+	mutexLike(latchkit.KindFairMutex, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewFairMutex(cs[0], "res", o...)
 	}),
-	mutexLike(latchkit.KindMultiLock, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewMultiLock(bs[0], []string{"res", "other"}, o...)
+	mutexLike(latchkit.KindMultiLock, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewMultiLock(cs[0], []string{"res", "other"}, o...)
 	}),
-	mutexLike(latchkit.KindRedlock, func(bs []backend.Backend, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewRedlock(bs, "res", o...)
+	mutexLike(latchkit.KindRedlock, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
+		return primitives.NewRedlock(cs, "res", o...)
 	}),
 	rw(latchkit.KindWriteLock),
 	{kind: latchkit.KindReadLock, new: rw(latchkit.KindReadLock).new, holder: &[]locker{rw(latchkit.KindWriteLock)}[0]},
@@ -250,13 +251,14 @@ func TestTracingContendedLock(t *testing.T) {
 		t.Run(string(lk.kind), func(t *testing.T) {
 			tel := newTelemetry(t)
 			_, bs := miniBackends(t, 3, nil)
+			cs := clienttest.All(t, bs)
 			opts := []primitives.Option{tel.tracing(), primitives.WithTTL(5 * time.Second)}
 			hk := lk
 			if lk.holder != nil {
 				hk = *lk.holder
 			}
-			holdLock, _ := hk.new(t, bs, opts...)
-			waitLock, _ := lk.new(t, bs, opts...)
+			holdLock, _ := hk.new(t, cs, opts...)
+			waitLock, _ := lk.new(t, cs, opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			hctx := primitives.WithOwner(ctx, "holder")
@@ -422,7 +424,7 @@ func TestTracingOutcomes(t *testing.T) {
 		tel.tracing(middleware.WithMetricName(func(_ latchkit.Kind, name string) string {
 			return strings.TrimRightFunc(name, func(r rune) bool { return r >= '0' && r <= '9' }) + "*"
 		}))}
-	m, _ := primitives.NewMutex(bs[0], "order42", opts...)
+	m, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "order42", opts...)
 	ctx := context.Background()
 	held, err := m.Lock(ctx)
 	if err != nil {
@@ -488,7 +490,7 @@ func TestTracingAddsNoRoundTrip(t *testing.T) {
 	count := func(opts ...primitives.Option) int64 {
 		var calls atomic.Int64
 		_, bs := miniBackends(t, 1, &calls)
-		m, _ := primitives.NewMutex(bs[0], "n", opts...)
+		m, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "n", opts...)
 		ctx := context.Background()
 		if l, err := m.TryLock(ctx); err != nil { // loads the scripts
 			t.Fatal(err)
@@ -520,7 +522,7 @@ func BenchmarkTracing(b *testing.B) {
 	srv := redistest.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
-	be := goredis.New(c)
+	cl := clienttest.For(b, goredis.New(c))
 	sdk := newTelemetry(b)
 	for _, v := range []struct {
 		name string
@@ -532,7 +534,7 @@ func BenchmarkTracing(b *testing.B) {
 		{"sdk", []primitives.Option{sdk.tracing()}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			m, _ := primitives.NewMutex(be, fmt.Sprintf("bench-%s", v.name), append(v.opts, primitives.WithAutoExtend(false))...)
+			m, _ := primitives.NewMutex(cl, fmt.Sprintf("bench-%s", v.name), append(v.opts, primitives.WithAutoExtend(false))...)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -555,7 +557,7 @@ func BenchmarkTracing(b *testing.B) {
 func TestTracingLossAfterFailedRelease(t *testing.T) {
 	tel := newTelemetry(t)
 	ms, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMutex(bs[0], "r", primitives.WithTTL(300*time.Millisecond), tel.tracing())
+	m, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "r", primitives.WithTTL(300*time.Millisecond), tel.tracing())
 	ctx := context.Background()
 	l, err := m.Lock(ctx)
 	if err != nil {
@@ -585,7 +587,7 @@ func TestTracingLossAfterFailedRelease(t *testing.T) {
 func TestInnermostReachesMultiLease(t *testing.T) {
 	tel := newTelemetry(t)
 	_, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMultiLock(bs[0], []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(primitives.Reentrant()))
+	m, _ := primitives.NewMultiLock(clienttest.For(t, bs[0]), []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(primitives.Reentrant()))
 	ctx := primitives.WithOwner(context.Background(), "me")
 	l, err := m.Lock(ctx)
 	if err != nil {
@@ -612,8 +614,8 @@ func TestTracingWithPropagators(t *testing.T) {
 	ms, bs := miniBackends(t, 1, nil)
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	opts := []primitives.Option{tel.tracing(middleware.WithPropagators(prop))}
-	holder, _ := primitives.NewMutex(bs[0], "p", opts...)
-	waiter, _ := primitives.NewMutex(bs[0], "p", opts...)
+	holder, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "p", opts...)
+	waiter, _ := primitives.NewMutex(clienttest.For(t, bs[0]), "p", opts...)
 	member, _ := baggage.NewMember("tenant", "acme")
 	bag, _ := baggage.New(member)
 	ctx := baggage.ContextWithBaggage(context.Background(), bag)
@@ -646,8 +648,8 @@ func TestTracingLatchWait(t *testing.T) {
 	_, bs := miniBackends(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	setter, _ := primitives.NewLatch(bs[0], "shards")
-	waiter, err := primitives.NewLatch(bs[0], "shards", tel.tracing())
+	setter, _ := primitives.NewLatch(clienttest.For(t, bs[0]), "shards")
+	waiter, err := primitives.NewLatch(clienttest.For(t, bs[0]), "shards", tel.tracing())
 	if err != nil {
 		t.Fatal(err)
 	}

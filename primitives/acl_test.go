@@ -17,6 +17,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -116,11 +117,11 @@ func TestACLWithoutChannelsElectionSeatsOnlyLeaseHolders(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		opts := []primitives.Option{primitives.WithTTL(2 * time.Second), primitives.WithWaiterTimeout(600 * time.Millisecond)}
-		e1, err := primitives.NewElection(newBackend(), "acl", opts...)
+		e1, err := primitives.NewElection(clienttest.For(t, newBackend()), "acl", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e2, err := primitives.NewElection(newBackend(), "acl", opts...)
+		e2, err := primitives.NewElection(clienttest.For(t, newBackend()), "acl", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func TestACLWithoutChannelsMutexHandsOverByTimer(t *testing.T) {
 		defer cancel()
 		opts := []primitives.Option{primitives.WithTTL(2 * time.Second), primitives.WithWaiterTimeout(600 * time.Millisecond)}
 		b := newBackend()
-		m, err := primitives.NewMutex(b, "acl", opts...)
+		m, err := primitives.NewMutex(clienttest.For(t, b), "acl", opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +260,7 @@ func TestACLWithoutChannelsSemaphoreGrantsByTimer(t *testing.T) {
 	forEachACLDriver(t, func(t *testing.T, admin *redis.Client, newBackend func() backend.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		s, err := primitives.NewSemaphore(newBackend(), "acl", 2, primitives.WithTTL(2*time.Second))
+		s, err := primitives.NewSemaphore(clienttest.For(t, newBackend()), "acl", 2, primitives.WithTTL(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

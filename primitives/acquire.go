@@ -92,6 +92,10 @@ func (c *config) window() time.Duration {
 // acquire runs one logical acquisition: the user's middleware around the
 // wait loop.
 func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) (latchkit.Lease, error) {
+	if err := c.begin(); err != nil {
+		return nil, opErr(a.op, a.kind, a.name, err)
+	}
+	defer c.end()
 	req := &latchkit.Request{Name: a.name, Kind: a.kind, TTL: c.ttl, Backend: b, Try: a.try, Owner: ownerFrom(ctx)}
 	if a.noLease {
 		req.TTL = 0
@@ -176,9 +180,10 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		if a.wakeID {
 			id = wakeID(at.token)
 		}
-		wake = pubsub.NewWake(req.Backend, id, a.chans)
+		wake = pubsub.NewWake(c.cl.pubsub(), id, a.chans)
 		defer wake.Close()
 	}
+	bound := false // ctx ends at the Client's Close too, once the loop waits
 	for {
 		at.n++
 		l, err := a.attempt(ctx, at)
@@ -215,6 +220,14 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		}
 		if policy == nil {
 			policy = c.retry()
+		}
+		if !bound {
+			// Close withdraws a waiting call: it gives back what its
+			// attempts queued and returns an error matching ErrClosed.
+			var unbind func()
+			ctx, unbind = c.bind(ctx)
+			defer unbind()
+			bound = true
 		}
 		d := policy.NextBackOff()
 		if d == backoff.Stop {
@@ -334,9 +347,12 @@ func ctxDone(ctx context.Context) error {
 // can be told from "Redis is down".
 func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure, held bool, err error) error {
 	if a.giveBack != nil && (unsure || (a.queues && !a.try && held)) {
-		giveBack(ctx, at.token, a.giveBack, c.window())
+		giveBack(ctx, c.cl, at.token, a.giveBack, c.window())
 	}
 	if cerr := ctxDone(ctx); cerr != nil {
+		if cause := context.Cause(ctx); cause == errClientClosed && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		if done := ctx.Done(); done != nil && ctx.Err() == nil {
 			// The deadline has passed and the context's own timer is due:
 			// wait for it (briefly), so that a caller that checks ctx.Err()
@@ -366,7 +382,7 @@ func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure
 // Redis, and is made once more before returning: left to the background,
 // it would return the call while what it gives back is still held. A try
 // against a Redis that does not answer ends on time and is not repeated.
-func giveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
+func giveBack(ctx context.Context, cl *Client, token string, f func(context.Context, string) error, window time.Duration) {
 	for try := 0; ; try++ {
 		start := time.Now()
 		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
@@ -378,7 +394,7 @@ func giveBack(ctx context.Context, token string, f func(context.Context, string)
 		if try == 0 && time.Since(start) > starvedGiveBack {
 			continue
 		}
-		go retryGiveBack(context.WithoutCancel(ctx), token, f, window)
+		cl.spawn(func(bg context.Context) { retryGiveBack(bg, token, f, window) })
 		return
 	}
 }
@@ -538,7 +554,7 @@ type passer interface {
 func passOn(ctx context.Context, l latchkit.Lease) error {
 	if ll, ok := l.(*lease); ok {
 		if p, ok := ll.h.(passer); ok {
-			return ll.release(ctx, p.pass)
+			return ll.release(ctx, p.pass, errReleased)
 		}
 	}
 	return l.Release(ctx)

@@ -15,6 +15,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -117,45 +118,45 @@ func (s *stalling) late(t *testing.T, i int) backend.Value {
 // taking one holder at a time (a Semaphore of limit 1), on b under prefix p.
 var boundKinds = []struct {
 	name string
-	open func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error)
+	open func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error)
 }{
-	{"Mutex", func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
-		m, err := primitives.NewMutex(b, "n", opts...)
+	{"Mutex", func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := primitives.NewMutex(c, "n", opts...)
 		if err != nil {
 			return nil, err
 		}
 		return m.TryLock, nil
 	}},
-	{"Semaphore", func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
-		s, err := primitives.NewSemaphore(b, "n", 1, opts...)
+	{"Semaphore", func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
+		s, err := primitives.NewSemaphore(c, "n", 1, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return s.TryAcquire, nil
 	}},
-	{"FairSemaphore", func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
-		s, err := primitives.NewFairSemaphore(b, "n", 1, opts...)
+	{"FairSemaphore", func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
+		s, err := primitives.NewFairSemaphore(c, "n", 1, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return s.TryAcquire, nil
 	}},
-	{"RWLock", func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
-		rw, err := primitives.NewRWLock(b, "n", opts...)
+	{"RWLock", func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
+		rw, err := primitives.NewRWLock(c, "n", opts...)
 		if err != nil {
 			return nil, err
 		}
 		return rw.TryLock, nil
 	}},
-	{"MultiLock", func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
-		m, err := primitives.NewMultiLock(b, []string{"n", "o"}, opts...)
+	{"MultiLock", func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := primitives.NewMultiLock(c, []string{"n", "o"}, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return m.TryLock, nil
 	}},
-	{"Election", func(b backend.Backend, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
-		e, err := primitives.NewElection(b, "n", opts...)
+	{"Election", func(c *primitives.Client, opts ...primitives.Option) (func(context.Context) (latchkit.Lease, error), error) {
+		e, err := primitives.NewElection(c, "n", opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +206,7 @@ func TestBoundGivenBackWindow(t *testing.T) {
 	for _, k := range boundKinds {
 		t.Run(k.name, func(t *testing.T) {
 			s := startBoundServer(t)
-			try, err := k.open(s.b, boundOpts("w:")...)
+			try, err := k.open(clienttest.For(t, s.b), boundOpts("w:")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,7 +260,7 @@ func TestBoundGivenBackCap(t *testing.T) {
 	for _, k := range lane.Pick(boundKinds[:2], boundKinds) {
 		t.Run(k.name, func(t *testing.T) {
 			s := startBoundServer(t)
-			try, err := k.open(s.b, boundOpts("c:")...)
+			try, err := k.open(clienttest.For(t, s.b), boundOpts("c:")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +297,7 @@ func TestBoundGivenBackCap(t *testing.T) {
 func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
 	t.Run("resent release", func(t *testing.T) {
 		s := startBoundServer(t)
-		sem, err := primitives.NewSemaphore(s.b, "n", 2, boundOpts("r:")...)
+		sem, err := primitives.NewSemaphore(clienttest.For(t, s.b), "n", 2, boundOpts("r:")...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +314,7 @@ func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
 	})
 	t.Run("late attempt", func(t *testing.T) {
 		s := startBoundServer(t)
-		sem, err := primitives.NewSemaphore(s.b, "n", 1, boundOpts("a:")...)
+		sem, err := primitives.NewSemaphore(clienttest.For(t, s.b), "n", 1, boundOpts("a:")...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +331,7 @@ func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
 // cycles takes and releases a permit of the Semaphore "n" (limit 1) under
 // prefix n times, on b itself.
 func cycles(t *testing.T, b backend.Backend, prefix string, n int) {
-	sem, err := primitives.NewSemaphore(b, "n", 1, boundOpts(prefix)...)
+	sem, err := primitives.NewSemaphore(clienttest.For(t, b), "n", 1, boundOpts(prefix)...)
 	if err != nil {
 		t.Error(err)
 		return
@@ -355,7 +356,7 @@ func TestBoundReleaseMarkerWindow(t *testing.T) {
 	for _, k := range boundKinds {
 		t.Run(k.name, func(t *testing.T) {
 			s := startBoundServer(t)
-			try, err := k.open(s.b, boundOpts("m:")...)
+			try, err := k.open(clienttest.For(t, s.b), boundOpts("m:")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,7 +399,7 @@ func TestBoundLeastRetention(t *testing.T) {
 	for _, k := range boundKinds {
 		t.Run(k.name, func(t *testing.T) {
 			s := startBoundServer(t)
-			try, err := k.open(s.b, append(boundOpts("f:"), primitives.WithRetention(time.Millisecond))...)
+			try, err := k.open(clienttest.For(t, s.b), append(boundOpts("f:"), primitives.WithRetention(time.Millisecond))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -419,7 +420,7 @@ func TestBoundLeastRetention(t *testing.T) {
 		})
 	}
 	for _, d := range []time.Duration{0, time.Millisecond - 1} {
-		if _, err := primitives.NewMutex(startBoundServer(t).b, "n", primitives.WithRetention(d)); !errors.Is(err, latchkit.ErrInvalid) {
+		if _, err := primitives.NewMutex(clienttest.For(t, startBoundServer(t).b), "n", primitives.WithRetention(d)); !errors.Is(err, latchkit.ErrInvalid) {
 			t.Errorf("a retention of %v: %v, want ErrInvalid", d, err)
 		}
 	}
@@ -429,7 +430,7 @@ func TestBoundLeastRetention(t *testing.T) {
 // ErrInvalid and writes nothing.
 func TestBoundLeaderValue(t *testing.T) {
 	s := startBoundServer(t)
-	e, err := primitives.NewElection(s.b, "n", boundOpts("v:")...)
+	e, err := primitives.NewElection(clienttest.For(t, s.b), "n", boundOpts("v:")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestBoundObserverBacklog(t *testing.T) {
 	s := startBoundServer(t)
 	// A minute's seat: its expiry, which makes the observer read again,
 	// must not be what ends the test.
-	e, err := primitives.NewElection(s.b, "n", primitives.WithPrefix("o:"), primitives.WithAutoExtend(false), primitives.WithTTL(time.Minute))
+	e, err := primitives.NewElection(clienttest.For(t, s.b), "n", primitives.WithPrefix("o:"), primitives.WithAutoExtend(false), primitives.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/latchkit/latchkit/backend/redigo"
 	"github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -114,7 +115,7 @@ func TestLockDeadlineAgainstDeadRedisSaysUnavailable(t *testing.T) {
 	for _, d := range drivers {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel() // the go-redis runs wait seconds each
-			mu, err := primitives.NewMutex(d.mk(t), "dead")
+			mu, err := primitives.NewMutex(clienttest.For(t, d.mk(t)), "dead")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -134,8 +134,9 @@ type election struct {
 // under prefix{name}:el plus the seat (:el:seat) and the waiting
 // candidates' values (:el:cand), and they disappear like a Mutex's when
 // nobody campaigns.
-func NewElection(b backend.Backend, name string, opts ...Option) (Election, error) {
-	cfg, err := newConfig(latchkit.KindElection, b, name, opts)
+func NewElection(cl *Client, name string, opts ...Option) (Election, error) {
+	b := cl.Backend()
+	cfg, err := newConfig(latchkit.KindElection, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +229,10 @@ func (e *election) ttl(ctx context.Context, token string) (time.Duration, bool, 
 }
 
 func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
+	if err := e.cfg.begin(); err != nil {
+		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, err)
+	}
+	defer e.cfg.end()
 	info, _, _, err := e.read(ctx)
 	if err != nil {
 		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, err)
@@ -301,7 +306,16 @@ const maxObserved = 1024
 
 func (e *election) Observe(ctx context.Context) <-chan LeaderInfo {
 	out := make(chan LeaderInfo)
-	go e.observe(ctx, out)
+	if e.cfg.begin() != nil {
+		close(out) // the Client is closed: Leader says so
+		return out
+	}
+	ctx, unbind := e.cfg.bind(ctx)
+	go func() {
+		defer e.cfg.end()
+		defer unbind()
+		e.observe(ctx, out)
+	}()
 	return out
 }
 
@@ -341,7 +355,11 @@ func (o *observer) take() ([]string, bool) {
 func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 	defer close(out)
 	o := &observer{}
-	w, live := pubsub.ListenShared(ctx, e.b, o.heard, e.obs)
+	h := e.cfg.cl.pubsub()
+	if h == nil {
+		return // closed meanwhile
+	}
+	w, live := h.Listen(ctx, o.heard, e.obs)
 	defer w.Leave()
 	var (
 		view   seatView
@@ -495,6 +513,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Context, leader latchkit.Lease) error) error {
+	if err := e.cfg.begin(); err != nil {
+		return fmt.Errorf("latchkit: run election %q: %w", e.name, err)
+	}
+	defer e.cfg.end()
+	ctx, unbind := e.cfg.bind(ctx)
+	defer unbind()
 	policy := e.cfg.retry()    // between failed campaigns; reset by a grant
 	lostPause := e.cfg.retry() // between lost terms; reset by a term that lasted the TTL
 	for {

@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -60,7 +61,7 @@ func TestElectionRunEndsOnPermanentRefusal(t *testing.T) {
 
 func testRunRefused(t *testing.T, acl []any, newBackend func(*testing.T, string) backend.Backend) {
 	admin := aclServer(t, acl)
-	e, err := primitives.NewElection(newBackend(t, admin.Options().Addr), "refused")
+	e, err := primitives.NewElection(clienttest.For(t, newBackend(t, admin.Options().Addr)), "refused")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func runElection(t *testing.T, opts ...primitives.Option) (primitives.Election, 
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	b := goredis.New(c)
-	e, err := primitives.NewElection(b, "run", opts...)
+	e, err := primitives.NewElection(clienttest.For(t, b), "run", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func TestElectionRunLossesDoNotSpin(t *testing.T) {
 // behind (the leader's resignation empties the seat).
 func TestElectionRunEndsPromptlyWhileCampaigning(t *testing.T) {
 	e, _, b := runElection(t)
-	other, err := primitives.NewElection(b, "run")
+	other, err := primitives.NewElection(clienttest.For(t, b), "run")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,18 +8,16 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 func ExampleNewElection() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // ends Observe
-	b := goredis.New(client)
 
-	el, err := primitives.NewElection(b, "billing-scheduler", primitives.WithTTL(5*time.Second))
+	el, err := primitives.NewElection(cl, "billing-scheduler", primitives.WithTTL(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,7 +33,7 @@ func ExampleNewElection() {
 	// Another replica campaigns and waits its turn.
 	next := make(chan latchkit.Lease)
 	go func() {
-		other, _ := primitives.NewElection(b, "billing-scheduler", primitives.WithTTL(5*time.Second))
+		other, _ := primitives.NewElection(cl, "billing-scheduler", primitives.WithTTL(5*time.Second))
 		l, err := other.Campaign(ctx, "pod-3")
 		if err != nil {
 			log.Fatal(err)
@@ -61,11 +59,11 @@ func ExampleNewElection() {
 }
 
 func ExampleElection_Run() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background() // cancel it to stop campaigning (Run resigns)
 
-	el, _ := primitives.NewElection(goredis.New(client), "nightly-export")
+	el, _ := primitives.NewElection(cl, "nightly-export")
 	err := el.Run(ctx, "pod-7", func(ctx context.Context, leader latchkit.Lease) error {
 		// Runs while pod-7 leads. ctx ends if leadership is lost
 		// (context.Cause(ctx) matches latchkit.ErrLeaseLost: Run waits for
@@ -86,14 +84,14 @@ func ExampleElection_Run() {
 }
 
 func ExampleSemaphore_AcquireN() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
 
 	// 20 connections' worth of work against the payments API; a bulk export
 	// counts as 5. A FairSemaphore serves them in arrival order, and never
 	// lets small requests overtake a large one at the head of the queue.
-	api, _ := primitives.NewFairSemaphore(goredis.New(client), "payments-api", 20)
+	api, _ := primitives.NewFairSemaphore(cl, "payments-api", 20)
 	export, err := api.AcquireN(ctx, 5)
 	if err != nil {
 		log.Fatal(err)
@@ -112,13 +110,12 @@ func ExampleSemaphore_AcquireN() {
 }
 
 func ExampleSemaphore_SetLimit() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
-	b := goredis.New(client)
 
-	a, _ := primitives.NewSemaphore(b, "workers", 2)
-	other, _ := primitives.NewSemaphore(b, "workers", 2) // another process
+	a, _ := primitives.NewSemaphore(cl, "workers", 2)
+	other, _ := primitives.NewSemaphore(cl, "workers", 2) // another process
 
 	// Stored in Redis: every client of the name grants by it from now on
 	// (`latchctl limit workers 3` does the same).

@@ -31,12 +31,26 @@ func exampleRedis() (*redis.Client, func()) {
 	return c, func() { c.Close(); m.Close() }
 }
 
+// exampleClient is a Client over exampleRedis, and the function that
+// closes both (see ExampleNewClient for a Client's life in a program).
+func exampleClient() (*primitives.Client, func()) {
+	rdb, stop := exampleRedis()
+	cl, err := primitives.NewClient(goredis.New(rdb))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return cl, func() {
+		_ = cl.Close(context.Background())
+		stop()
+	}
+}
+
 func ExampleNewMutex() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
 
-	mu, err := primitives.NewMutex(goredis.New(client), "invoice:42", primitives.WithTTL(5*time.Second))
+	mu, err := primitives.NewMutex(cl, "invoice:42", primitives.WithTTL(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,13 +77,12 @@ func ExampleNewMutex() {
 }
 
 func ExampleMutex_TryLock() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
-	b := goredis.New(client)
 
-	a, _ := primitives.NewMutex(b, "report")
-	other, _ := primitives.NewMutex(b, "report")
+	a, _ := primitives.NewMutex(cl, "report")
+	other, _ := primitives.NewMutex(cl, "report")
 
 	held, _ := a.TryLock(ctx)
 	_, err := other.TryLock(ctx)
@@ -80,17 +93,16 @@ func ExampleMutex_TryLock() {
 }
 
 func ExampleWithRetry() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
-	b := goredis.New(client)
 
-	holder, _ := primitives.NewMutex(b, "job")
+	holder, _ := primitives.NewMutex(cl, "job")
 	held, _ := holder.TryLock(ctx)
 	defer held.Release(ctx)
 
 	// Give up after three attempts instead of waiting for ctx.
-	impatient, _ := primitives.NewMutex(b, "job",
+	impatient, _ := primitives.NewMutex(cl, "job",
 		primitives.WithRetry(retry.MaxAttempts(retry.Constant(10*time.Millisecond), 3)))
 	_, err := impatient.Lock(ctx)
 	fmt.Println(errors.Is(err, latchkit.ErrNotAcquired))
@@ -103,11 +115,11 @@ func ExampleWithRetry() {
 // back; against a Sentinel- or Cluster-managed master with a healthy
 // replica it succeeds, and survives the master's failover.
 func ExampleWithReplicaAck() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx := context.Background()
 
-	mu, err := primitives.NewMutex(goredis.New(client), "ledger",
+	mu, err := primitives.NewMutex(cl, "ledger",
 		primitives.WithReplicaAck(1, 100*time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
@@ -125,13 +137,12 @@ func ExampleWithReplicaAck() {
 // by polling). The loaders may run in other processes: they share only
 // the latch's name.
 func ExampleNewLatch() {
-	client, stop := exampleRedis()
+	cl, stop := exampleClient()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b := goredis.New(client)
 
-	loaded, err := primitives.NewLatch(b, "shards-loaded")
+	loaded, err := primitives.NewLatch(cl, "shards-loaded")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -148,7 +159,7 @@ func ExampleNewLatch() {
 		go func() {
 			defer loaders.Done()
 			// ... load the shard, then:
-			l, _ := primitives.NewLatch(b, "shards-loaded")
+			l, _ := primitives.NewLatch(cl, "shards-loaded")
 			if err := l.CountDown(ctx); err != nil {
 				log.Print(err) // an error leaves the outcome unknown: it may have counted
 			}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
@@ -66,8 +65,8 @@ type fairSemaphore struct {
 // behind it wait for it again, and it is granted once the permits held
 // (those granted behind it while it was passed over included), the
 // waiting tickets ahead of it and its own fit in the limit.
-func NewFairSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Semaphore, error) {
-	s, err := newFairSemaphore(latchkit.KindFairSemaphore, b, name, limit, opts)
+func NewFairSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
+	s, err := newFairSemaphore(latchkit.KindFairSemaphore, cl, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +76,8 @@ func NewFairSemaphore(b backend.Backend, name string, limit int, opts ...Option)
 // NewFairMutex returns a Mutex that grants the lock in arrival order
 // (Redisson's fair lock): a FairSemaphore of one permit, with the same
 // lease semantics as a Mutex.
-func NewFairMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
-	s, err := newFairSemaphore(latchkit.KindFairMutex, b, name, 1, opts)
+func NewFairMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
+	s, err := newFairSemaphore(latchkit.KindFairMutex, cl, name, 1, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +94,9 @@ func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 	return m.s.acquire(ctx, 1, true)
 }
 
-func newFairSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*fairSemaphore, error) {
-	st, err := newSite(keyspace.FairLayout, kind, b, name, limit, opts)
+func newFairSemaphore(kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (*fairSemaphore, error) {
+	b := cl.Backend()
+	st, err := newSite(keyspace.FairLayout, kind, cl, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +151,10 @@ func (s *fairSemaphore) SetLimit(ctx context.Context, limit int) error {
 	if err := s.checkLimit(limit); err != nil {
 		return err
 	}
+	if err := s.cfg.begin(); err != nil {
+		return opErr("set_limit", s.kind, s.name, err)
+	}
+	defer s.cfg.end()
 	_, err := s.b.Eval(ctx, fairLimit, s.keys, []string{strconv.Itoa(limit), s.channel, s.relArgs[2], s.cfg.retArg})
 	if err != nil {
 		return opErr("set_limit", s.kind, s.name, keyErr(ctx, s.b, s.keys, err))

@@ -136,7 +136,7 @@ func newFairT(t *testing.T, b backend.Backend, name string, limit int, opts ...O
 	if limit == 0 {
 		kind, limit = latchkit.KindFairMutex, 1
 	}
-	s, err := newFairSemaphore(kind, b, name, limit, append([]Option{WithAutoExtend(false), WithTTL(10 * time.Second)}, opts...))
+	s, err := newFairSemaphore(kind, testClient(t, b), name, limit, append([]Option{WithAutoExtend(false), WithTTL(10 * time.Second)}, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,28 +15,28 @@ import (
 )
 
 // every primitive kind, locked once on b under prefix p with opts.
-var fenceKinds = map[string]func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error){
-	"Mutex": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		m, err := NewMutex(b, "f", opts...)
+var fenceKinds = map[string]func(c *Client, opts ...Option) (func(context.Context) (latchkit.Lease, error), error){
+	"Mutex": func(c *Client, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := NewMutex(c, "f", opts...)
 		return tryOf(m, err)
 	},
-	"MultiLock": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		m, err := NewMultiLock(b, []string{"f", "g"}, opts...)
+	"MultiLock": func(c *Client, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := NewMultiLock(c, []string{"f", "g"}, opts...)
 		return tryOf(m, err)
 	},
-	"FairMutex": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		m, err := NewFairMutex(b, "f", opts...)
+	"FairMutex": func(c *Client, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		m, err := NewFairMutex(c, "f", opts...)
 		return tryOf(m, err)
 	},
-	"RWLock": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		rw, err := NewRWLock(b, "f", opts...)
+	"RWLock": func(c *Client, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		rw, err := NewRWLock(c, "f", opts...)
 		if err != nil {
 			return nil, err
 		}
 		return rw.TryLock, nil
 	},
-	"Semaphore": func(b backend.Backend, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		s, err := NewSemaphore(b, "f", 2, opts...)
+	"Semaphore": func(c *Client, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		s, err := NewSemaphore(c, "f", 2, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +75,7 @@ func TestFencesSurviveDataLoss(t *testing.T) {
 	ctx := context.Background()
 	for name, open := range fenceKinds {
 		t.Run(name, func(t *testing.T) {
-			try, err := open(b, WithPrefix(name+":"), WithAutoExtend(false))
+			try, err := open(testClient(t, b), WithPrefix(name+":"), WithAutoExtend(false))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestRetentionLeavesNoKey(t *testing.T) {
 	b := goredis.New(c)
 	for name, open := range fenceKinds {
 		t.Run(name, func(t *testing.T) {
-			try, err := open(b, WithPrefix(name+":"), WithAutoExtend(false), WithRetention(time.Hour), WithTTL(time.Minute))
+			try, err := open(testClient(t, b), WithPrefix(name+":"), WithAutoExtend(false), WithRetention(time.Hour), WithTTL(time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,21 +157,21 @@ func TestIdleNameKeepsOneKey(t *testing.T) {
 		take  func() (latchkit.Lease, error)
 	}{
 		"Mutex": {1, func() (latchkit.Lease, error) {
-			mu, err := NewMutex(b, "m", append(opts, WithPrefix("mutex:"))...)
+			mu, err := NewMutex(testClient(t, b), "m", append(opts, WithPrefix("mutex:"))...)
 			if err != nil {
 				return nil, err
 			}
 			return mu.Lock(ctx)
 		}},
 		"MultiLock": {2, func() (latchkit.Lease, error) {
-			mu, err := NewMultiLock(b, []string{"f", "g"}, append(opts, WithPrefix("multi:"))...)
+			mu, err := NewMultiLock(testClient(t, b), []string{"f", "g"}, append(opts, WithPrefix("multi:"))...)
 			if err != nil {
 				return nil, err
 			}
 			return mu.Lock(ctx)
 		}},
 		"Redlock": {1, func() (latchkit.Lease, error) {
-			mu, err := NewRedlock([]backend.Backend{b}, "r", append(opts, WithPrefix("redlock:"))...)
+			mu, err := NewRedlock(testClients(t, []backend.Backend{b}), "r", append(opts, WithPrefix("redlock:"))...)
 			if err != nil {
 				return nil, err
 			}
@@ -222,7 +222,7 @@ func TestFenceAheadOfClockOutlivesExpiry(t *testing.T) {
 	ctx := context.Background()
 	for name, open := range fenceKinds {
 		t.Run(name, func(t *testing.T) {
-			try, err := open(b, WithPrefix(name+":"), WithAutoExtend(false), WithTTL(time.Second))
+			try, err := open(testClient(t, b), WithPrefix(name+":"), WithAutoExtend(false), WithTTL(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -467,15 +468,17 @@ func FuzzConstructors(f *testing.F) {
 		opts := c.options()
 		one := []string{name}
 		ctors := []ctor{
-			{"NewMutex", one, c.valid(name), func() (any, error) { return primitives.NewMutex(b, name, opts...) }, mutexTry},
-			{"NewReentrantMutex", one, c.valid(name), func() (any, error) { return primitives.NewReentrantMutex(b, name, opts...) }, mutexTry},
-			{"NewRWLock", one, c.valid(name), func() (any, error) { return primitives.NewRWLock(b, name, opts...) }, rwTry},
-			{"NewSemaphore", one, c.valid(name) && limit >= 1, func() (any, error) { return primitives.NewSemaphore(b, name, limit, opts...) }, semTry},
-			{"NewFairSemaphore", one, c.valid(name) && limit >= 1, func() (any, error) { return primitives.NewFairSemaphore(b, name, limit, opts...) }, semTry},
-			{"NewFairMutex", one, c.valid(name), func() (any, error) { return primitives.NewFairMutex(b, name, opts...) }, mutexTry},
-			{"NewMultiLock", c.multiNames(), c.multiValid(), func() (any, error) { return primitives.NewMultiLock(b, c.multiNames(), opts...) }, mutexTry},
-			{"NewRedlock", one, c.redlockValid(), func() (any, error) { return primitives.NewRedlock(c.redlockBackends(e), name, opts...) }, mutexTry},
-			{"NewLatch", one, c.valid(name) && ackOf(c) == 0, func() (any, error) { return primitives.NewLatch(b, name, opts...) }, latchTry(t, e, c, one)},
+			{"NewMutex", one, c.valid(name), func() (any, error) { return primitives.NewMutex(clienttest.For(t, b), name, opts...) }, mutexTry},
+			{"NewReentrantMutex", one, c.valid(name), func() (any, error) { return primitives.NewReentrantMutex(clienttest.For(t, b), name, opts...) }, mutexTry},
+			{"NewRWLock", one, c.valid(name), func() (any, error) { return primitives.NewRWLock(clienttest.For(t, b), name, opts...) }, rwTry},
+			{"NewSemaphore", one, c.valid(name) && limit >= 1, func() (any, error) { return primitives.NewSemaphore(clienttest.For(t, b), name, limit, opts...) }, semTry},
+			{"NewFairSemaphore", one, c.valid(name) && limit >= 1, func() (any, error) { return primitives.NewFairSemaphore(clienttest.For(t, b), name, limit, opts...) }, semTry},
+			{"NewFairMutex", one, c.valid(name), func() (any, error) { return primitives.NewFairMutex(clienttest.For(t, b), name, opts...) }, mutexTry},
+			{"NewMultiLock", c.multiNames(), c.multiValid(), func() (any, error) { return primitives.NewMultiLock(clienttest.For(t, b), c.multiNames(), opts...) }, mutexTry},
+			{"NewRedlock", one, c.redlockValid(), func() (any, error) {
+				return primitives.NewRedlock(clienttest.All(t, c.redlockBackends(e)), name, opts...)
+			}, mutexTry},
+			{"NewLatch", one, c.valid(name) && ackOf(c) == 0, func() (any, error) { return primitives.NewLatch(clienttest.For(t, b), name, opts...) }, latchTry(t, e, c, one)},
 		}
 		for _, k := range ctors {
 			e.flush()

@@ -34,7 +34,7 @@ func (u *unsentRelease) Eval(ctx context.Context, s *backend.Script, keys, args 
 func TestReleaseNotSentIsRetried(t *testing.T) {
 	_, mb := newMiniBackend(t)
 	b := &unsentRelease{Backend: mb}
-	s, err := NewSemaphore(b, "ghost", 2, WithTTL(30*time.Second))
+	s, err := NewSemaphore(testClient(t, b), "ghost", 2, WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestReleaseNotSentIsRetried(t *testing.T) {
 	if err := l.Release(ctx); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("release: %v, want the i/o timeout", err)
 	}
-	check, err := NewSemaphore(mb, "ghost", 2, WithTTL(time.Second), WithAutoExtend(false))
+	check, err := NewSemaphore(testClient(t, mb), "ghost", 2, WithTTL(time.Second), WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -76,31 +77,31 @@ func TestHeldErrorTellsHolderTTL(t *testing.T) {
 		mk   func(name string) (calls, error)
 	}{
 		{"Mutex", func(n string) (calls, error) {
-			x, err := primitives.NewMutex(b, n, primitives.WithTTL(ttl))
+			x, err := primitives.NewMutex(clienttest.For(t, b), n, primitives.WithTTL(ttl))
 			return calls{x.Lock, x.TryLock}, err
 		}},
 		{"ReentrantMutex", func(n string) (calls, error) {
-			x, err := primitives.NewReentrantMutex(b, n, primitives.WithTTL(ttl))
+			x, err := primitives.NewReentrantMutex(clienttest.For(t, b), n, primitives.WithTTL(ttl))
 			return calls{x.Lock, x.TryLock}, err
 		}},
 		{"FairMutex", func(n string) (calls, error) {
-			x, err := primitives.NewFairMutex(b, n, primitives.WithTTL(ttl))
+			x, err := primitives.NewFairMutex(clienttest.For(t, b), n, primitives.WithTTL(ttl))
 			return calls{x.Lock, x.TryLock}, err
 		}},
 		{"Semaphore(1)", func(n string) (calls, error) {
-			x, err := primitives.NewSemaphore(b, n, 1, primitives.WithTTL(ttl))
+			x, err := primitives.NewSemaphore(clienttest.For(t, b), n, 1, primitives.WithTTL(ttl))
 			return calls{x.Acquire, x.TryAcquire}, err
 		}},
 		{"FairSemaphore(1)", func(n string) (calls, error) {
-			x, err := primitives.NewFairSemaphore(b, n, 1, primitives.WithTTL(ttl))
+			x, err := primitives.NewFairSemaphore(clienttest.For(t, b), n, 1, primitives.WithTTL(ttl))
 			return calls{x.Acquire, x.TryAcquire}, err
 		}},
 		{"RWLock write", func(n string) (calls, error) {
-			x, err := primitives.NewRWLock(b, n, primitives.WithTTL(ttl))
+			x, err := primitives.NewRWLock(clienttest.For(t, b), n, primitives.WithTTL(ttl))
 			return calls{x.Lock, x.TryLock}, err
 		}},
 		{"MultiLock", func(n string) (calls, error) {
-			x, err := primitives.NewMultiLock(b, []string{n + ":a", n + ":b"}, primitives.WithTTL(ttl))
+			x, err := primitives.NewMultiLock(clienttest.For(t, b), []string{n + ":a", n + ":b"}, primitives.WithTTL(ttl))
 			return calls{x.Lock, x.TryLock}, err
 		}},
 	}

@@ -20,8 +20,8 @@ type site struct {
 
 // newSite checks a semaphore's options and limit (ErrInvalid otherwise)
 // and lays out its keys.
-func newSite(l keyspace.Layout, kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (site, error) {
-	cfg, err := newConfig(kind, b, name, opts)
+func newSite(l keyspace.Layout, kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (site, error) {
+	cfg, err := newConfig(kind, cl, name, opts)
 	if err != nil {
 		return site{}, err
 	}
@@ -30,7 +30,7 @@ func newSite(l keyspace.Layout, kind latchkit.Kind, b backend.Backend, name stri
 	}
 	names := l.Names(cfg.prefix, name)
 	keys, channel := names[:len(l.Keys):len(l.Keys)], names[len(l.Keys)]
-	return site{b: b, kind: kind, name: name, cfg: cfg,
+	return site{b: cl.b, kind: kind, name: name, cfg: cfg,
 		keys: keys, channel: channel, chans: names[len(l.Keys):]}, nil
 }
 

@@ -105,8 +105,9 @@ type latch struct {
 // Options: WithPrefix, WithRetention, WithRetry and WithMiddleware apply;
 // WithReplicaAck is refused (an error matching latchkit.ErrInvalid); the
 // others are checked as for every primitive and otherwise ignored.
-func NewLatch(b backend.Backend, name string, opts ...Option) (Latch, error) {
-	cfg, err := newConfig(latchkit.KindLatch, b, name, opts)
+func NewLatch(cl *Client, name string, opts ...Option) (Latch, error) {
+	b := cl.Backend()
+	cfg, err := newConfig(latchkit.KindLatch, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +148,10 @@ func (l *latch) CountDown(ctx context.Context) error {
 }
 
 func (l *latch) Count(ctx context.Context) (int64, error) {
+	if err := l.cfg.begin(); err != nil {
+		return 0, opErr("count", latchkit.KindLatch, l.name, err)
+	}
+	defer l.cfg.end()
 	n, _, _, err := l.read(ctx)
 	if err != nil {
 		return 0, opErr("count", latchkit.KindLatch, l.name, err)
@@ -221,6 +226,10 @@ func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err erro
 // ended the call, the error matches ctx's error. Errors are as the backend
 // returned them (see scriptErr).
 func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (backend.Value, error) {
+	if err := l.cfg.begin(); err != nil {
+		return nil, err
+	}
+	defer l.cfg.end()
 	var policy backoff.BackOff
 	for tries := 1; ; tries++ {
 		v, err := l.b.Eval(ctx, s, l.keys, args)
@@ -238,12 +247,19 @@ func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (bac
 		}
 		if policy == nil {
 			policy = l.cfg.retry()
+			// Close ends the retries too.
+			var unbind func()
+			ctx, unbind = l.cfg.bind(ctx)
+			defer unbind()
 		}
 		d := policy.NextBackOff()
 		if d == backoff.Stop {
 			return nil, fmt.Errorf("gave up after %d tries: %w", tries, err)
 		}
 		if werr := retry.Sleep(ctx, d); werr != nil {
+			if cause := context.Cause(ctx); cause == errClientClosed {
+				werr = fmt.Errorf("%w: %w", cause, werr)
+			}
 			return nil, fmt.Errorf("%w: %w", werr, err)
 		}
 	}

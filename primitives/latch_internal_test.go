@@ -42,7 +42,7 @@ func TestLatchLostRepliesTriedAgainWithTheSameID(t *testing.T) {
 	ctx := context.Background()
 	f := &lostReplies{Backend: b}
 	f.n.Store(2)
-	l, err := NewLatch(f, "l", WithRetry(retry.Constant(time.Millisecond)))
+	l, err := NewLatch(testClient(t, f), "l", WithRetry(retry.Constant(time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestLatchRetention(t *testing.T) {
 	b := goredis.New(c)
 	ctx := context.Background()
 	tick := func(d time.Duration) { now = now.Add(d); m.SetTime(now); m.FastForward(d) }
-	l, _ := NewLatch(b, "r", WithRetention(time.Hour))
+	l, _ := NewLatch(testClient(t, b), "r", WithRetention(time.Hour))
 	key := keyspace.LatchLayout.KeysOf(DefaultPrefix, "r")[0]
 	l.TrySetCount(ctx, 3)
 	if ttl := m.TTL(key); ttl != time.Hour {
@@ -136,7 +136,7 @@ func TestLatchRetention(t *testing.T) {
 // and returns again for the same owner: no hold is kept for a nil lease.
 func TestLatchWaitThroughReentrant(t *testing.T) {
 	_, b := newMiniBackend(t)
-	l, err := NewLatch(b, "re", WithMiddleware(Reentrant()))
+	l, err := NewLatch(testClient(t, b), "re", WithMiddleware(Reentrant()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestLatchWaitReturnsWhenItsRoundEnded(t *testing.T) {
 	_, b := newMiniBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	other, _ := NewLatch(b, "rounds")
+	other, _ := NewLatch(testClient(t, b), "rounds")
 	if ok, _ := other.TrySetCount(ctx, 1); !ok {
 		t.Fatal("TrySetCount refused")
 	}
@@ -187,7 +187,7 @@ func TestLatchWaitReturnsWhenItsRoundEnded(t *testing.T) {
 			t.Error("round B: TrySetCount refused")
 		}
 	}}
-	w, _ := NewLatch(hook, "rounds")
+	w, _ := NewLatch(testClient(t, hook), "rounds")
 	if err := w.Wait(ctx); err != nil {
 		t.Fatalf("Wait across a round that ended and a new one: %v", err)
 	}
@@ -203,7 +203,7 @@ func TestLatchWaitPolicyGivesUp(t *testing.T) {
 	_, b := newMiniBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l, _ := NewLatch(b, "impatient", WithRetry(retry.MaxAttempts(retry.Constant(10*time.Millisecond), 2)))
+	l, _ := NewLatch(testClient(t, b), "impatient", WithRetry(retry.MaxAttempts(retry.Constant(10*time.Millisecond), 2)))
 	l.TrySetCount(ctx, 2)
 	start := time.Now()
 	err := l.Wait(ctx)

@@ -66,11 +66,11 @@ func TestLateAttemptAfterReleaseRefused(t *testing.T) {
 					prefix := "la:" + k.name + how + ":"
 					rec := &recorder{Backend: srv.b}
 					opts := []Option{WithPrefix(prefix), WithTTL(5 * time.Second), WithAutoExtend(false)}
-					try, wait, err := k.open(rec, "n", opts...)
+					try, wait, err := k.open(testClient(t, rec), "n", opts...)
 					if err != nil {
 						t.Fatal(err)
 					}
-					other, _, err := k.open(srv.b, "n", opts...)
+					other, _, err := k.open(testClient(t, srv.b), "n", opts...)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -132,11 +132,11 @@ func TestLateAttemptAfterHandOverRefused(t *testing.T) {
 				prefix := "lh:" + k.name + ":"
 				rec := &recorder{Backend: srv.b}
 				opts := []Option{WithPrefix(prefix), WithTTL(5 * time.Second), WithAutoExtend(false)}
-				try, _, err := k.open(rec, "n", opts...)
+				try, _, err := k.open(testClient(t, rec), "n", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				other, wait, err := k.open(srv.b, "n", opts...)
+				other, wait, err := k.open(testClient(t, srv.b), "n", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

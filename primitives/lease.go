@@ -41,6 +41,8 @@ func drift(ttl time.Duration) time.Duration {
 // or extended it, minus the drift allowance, so it never lies beyond the
 // server's expiry.
 type lease struct {
+	cl    *Client   // owns its renewals and give-backs; releases it on Close
+	cls   []*Client // every Client whose Close releases it (a Redlock's: each instance's)
 	h     holder
 	kind  latchkit.Kind
 	name  string
@@ -85,9 +87,12 @@ func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token 
 // grant made by a hand-over, which the server holds for the hand-over's
 // time from a moment the new holder can only bound from below.
 func newLeaseUntil(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, deadline time.Time, cfg *config) *lease {
-	l := &lease{h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
+	l := &lease{cl: cfg.cls[0], cls: cfg.cls, h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
 		parent: parent, autoExtend: cfg.autoExtend, ttl: cfg.ttl, deadline: deadline,
 		renew: make(chan struct{}, 1)}
+	for _, c := range l.cls {
+		c.track(l)
+	}
 	if l.autoExtend {
 		l.startRenewals()
 	}
@@ -174,6 +179,11 @@ func (l *lease) endTold(cause error, tell func()) (first bool) {
 	}
 	l.mu.Unlock()
 	l.stopRenewals() // a lease that ended needs no more
+	if first {
+		for _, c := range l.cls {
+			c.untrack(l)
+		}
+	}
 	if telling {
 		tell()
 	}
@@ -210,6 +220,8 @@ func (l *lease) doneErr() error {
 		return nil
 	case cause == errReleased:
 		return fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost)
+	case cause == errClientClosed:
+		return fmt.Errorf("lease released by Close: %w", errClientClosed)
 	case errors.Is(cause, latchkit.ErrLeaseLost):
 		return cause
 	default:
@@ -297,16 +309,18 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 // Release returns what it returned, without a round trip: a lease
 // released twice was not lost.
 func (l *lease) Release(ctx context.Context) error {
-	return l.release(ctx, l.h.release)
+	return l.release(ctx, l.h.release, errReleased)
 }
 
-// release is Release, giving the token up through rel.
-func (l *lease) release(ctx context.Context, rel func(context.Context, string) (bool, error)) error {
+// release is Release, giving the token up through rel; a release that
+// goes through ends the lease with cause (errReleased, or errClientClosed
+// for Close's).
+func (l *lease) release(ctx context.Context, rel func(context.Context, string) (bool, error), cause error) error {
 	l.mu.Lock()
 	released, lost := l.released, l.done && l.cause != errReleased
-	cause, relErr := l.cause, l.relErr
+	why, relErr := l.cause, l.relErr
 	l.mu.Unlock()
-	if released {
+	if released || (lost && cause == errClientClosed) {
 		return relErr
 	}
 	// Renewals stop here, and one in flight is not waited for: its
@@ -337,10 +351,13 @@ func (l *lease) release(ctx context.Context, rel func(context.Context, string) (
 		window := min(l.ttl+time.Second, maxGiveBackWindow)
 		l.mu.Unlock()
 		if unknownOutcome(err) {
-			go retryGiveBack(context.WithoutCancel(ctx), l.token, func(ctx context.Context, token string) error {
-				_, err := rel(ctx, token)
-				return err
-			}, window)
+			token := l.token
+			l.cl.spawn(func(bg context.Context) {
+				retryGiveBack(bg, token, func(ctx context.Context, token string) error {
+					_, err := rel(ctx, token)
+					return err
+				}, window)
+			})
 		}
 		return l.opErr("release", err)
 	}
@@ -350,10 +367,13 @@ func (l *lease) release(ctx context.Context, rel func(context.Context, string) (
 		// gone): whatever the script found, the lease was not held
 		// throughout, and the caller was told so; the release only made
 		// sure nothing is left on the server.
-		err = l.opErr("release", fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, cause))
+		err = l.opErr("release", fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, why))
 	case !held:
 		l.end(latchkit.ErrLeaseLost)
 		err = l.opErr("release", latchkit.ErrLeaseLost)
+	case cause == errClientClosed:
+		l.end(errClientClosed)
+		err = l.opErr("release", fmt.Errorf("lease released by Close: %w", errClientClosed))
 	default:
 		l.end(errReleased)
 	}
@@ -422,16 +442,16 @@ func (l *lease) expire() {
 	}
 	l.lose(fmt.Errorf("ttl ran out before a renewal got through%s: %w", l.renewalsSoFar(), latchkit.ErrLeaseLost))
 	if renewing {
-		go l.giveBack()
+		l.cl.spawn(l.giveBack)
 	}
 }
 
 // giveBack releases, best effort, a lease lost at its deadline: tried at
 // once and, while Redis cannot be reached, for as long as the lease could
 // still be held on the server (see giveBack in acquire.go).
-func (l *lease) giveBack() {
+func (l *lease) giveBack(ctx context.Context) {
 	l.mu.Lock()
 	window := min(l.ttl+time.Second, maxGiveBackWindow)
 	l.mu.Unlock()
-	giveBack(context.Background(), l.token, l.releaseToken, window)
+	giveBack(ctx, l.cl, l.token, l.releaseToken, window)
 }

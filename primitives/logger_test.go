@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -42,7 +43,7 @@ func TestWithLoggerLogsRenewalFailuresAndLoss(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	mu, err := primitives.NewMutex(goredis.New(c), "logged", primitives.WithTTL(300*time.Millisecond), primitives.WithLogger(log))
+	mu, err := primitives.NewMutex(clienttest.For(t, goredis.New(c)), "logged", primitives.WithTTL(300*time.Millisecond), primitives.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestLossLoggedBeforeContextEnds(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	var w slowWriter
-	mu, err := primitives.NewMutex(goredis.New(c), "slowlog", primitives.WithTTL(300*time.Millisecond),
+	mu, err := primitives.NewMutex(clienttest.For(t, goredis.New(c)), "slowlog", primitives.WithTTL(300*time.Millisecond),
 		primitives.WithLogger(slog.New(slog.NewTextHandler(&w, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestLossLoggedBeforeContextMadeDuringIt(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	w := &signalWriter{mark: `msg="latchkit: lease lost"`, begun: make(chan struct{})}
-	mu, err := primitives.NewMutex(goredis.New(c), "midlog", primitives.WithTTL(300*time.Millisecond),
+	mu, err := primitives.NewMutex(clienttest.For(t, goredis.New(c)), "midlog", primitives.WithTTL(300*time.Millisecond),
 		primitives.WithLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		t.Fatal(err)

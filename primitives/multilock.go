@@ -79,9 +79,10 @@ type multiLock struct {
 // from one grant of the same MultiLock to the next; the lease is a
 // MultiLease whose Fences gives each name's own fence, the one a resource
 // guarded by that name should check.
-func NewMultiLock(b backend.Backend, names []string, opts ...Option) (Mutex, error) {
+func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
+	b := cl.Backend()
 	label := strings.Join(names, ",")
-	cfg, err := newConfig(latchkit.KindMultiLock, b, label, opts)
+	cfg, err := newConfig(latchkit.KindMultiLock, cl, label, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func NewMultiLock(b backend.Backend, names []string, opts ...Option) (Mutex, err
 		split: backend.IsCluster(b) && len(sorted) > 1, ttlArg: ms(cfg.ttl),
 		waitArg: ms(cfg.waiterTimeout), handArg: ms(min(cfg.ttl, cfg.waiterTimeout))}
 	for _, n := range sorted {
-		m, err := newMutex(latchkit.KindMultiLock, b, n, opts)
+		m, err := newMutex(latchkit.KindMultiLock, cl, n, opts)
 		if err != nil {
 			return nil, err
 		}

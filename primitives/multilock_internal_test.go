@@ -17,7 +17,7 @@ func TestMultiLockSplitPath(t *testing.T) {
 	m, b := newMiniBackend(t)
 	ctx := context.Background()
 	newSplit := func(names ...string) *multiLock {
-		mu, err := NewMultiLock(b, names)
+		mu, err := NewMultiLock(testClient(t, b), names)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +25,7 @@ func TestMultiLockSplitPath(t *testing.T) {
 		ml.split = true
 		return ml
 	}
-	single, _ := NewMutex(b, "b")
+	single, _ := NewMutex(testClient(t, b), "b")
 	held, _ := single.TryLock(ctx)
 	ml := newSplit("c", "b", "a")
 	if _, err := ml.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {

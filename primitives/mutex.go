@@ -11,8 +11,9 @@
 // classify, wait on a pubsub.Wake or the retry policy, give back on a
 // give-up), wrapped by the user's middleware and, for a ReentrantMutex,
 // Reentrant (reentrant.go). A grant
-// is a lease (lease.go), kept alive by the backend's renewer (renew.go,
-// renewrun.go).
+// is a lease (lease.go), kept alive by its Client's renewer (renew.go,
+// renewrun.go). A Client (client.go) owns every goroutine of its
+// primitives and ends them at Close.
 package primitives
 
 import (
@@ -120,16 +121,17 @@ type mutex struct {
 // and the last fence while it may be ahead of the server's clock),
 // prefix{name}:who (the holder's annotation, when middleware sets one) and
 // prefix{name}:q and :qlive (the queue, expiring with WithWaiterTimeout).
-func NewMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
-	m, err := newMutex(latchkit.KindMutex, b, name, opts)
+func NewMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
+	m, err := newMutex(latchkit.KindMutex, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func newMutex(kind latchkit.Kind, b backend.Backend, name string, opts []Option) (*mutex, error) {
-	cfg, err := newConfig(kind, b, name, opts)
+func newMutex(kind latchkit.Kind, cl *Client, name string, opts []Option) (*mutex, error) {
+	b := cl.Backend()
+	cfg, err := newConfig(kind, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func newMiniBackend(t *testing.T) (*miniredis.Miniredis, backend.Backend) {
 // granted the same grant, not locked out by its own earlier try.
 func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 	m, b := newMiniBackend(t)
-	mu, err := newMutex(latchkit.KindMutex, b, "r", []Option{WithAutoExtend(false), WithTTL(time.Minute)})
+	mu, err := newMutex(latchkit.KindMutex, testClient(t, b), "r", []Option{WithAutoExtend(false), WithTTL(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 // (the marker), while a release by a token that never held it does not.
 func TestMutexRetriedReleaseIsNotLost(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, b, "r", []Option{WithAutoExtend(false)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "r", []Option{WithAutoExtend(false)})
 	ctx := context.Background()
 	tok := newToken()
 	if _, err := mu.attempt(ctx, &attempt{token: tok, n: 1, try: true}); err != nil {
@@ -108,9 +108,9 @@ func (f flaky) extend(ctx context.Context, token string, ttl time.Duration) (boo
 // measured from the start of the granting call runs out.
 func TestLeaseEndsBeforeTTLWhenRenewalsFail(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, b, "f", []Option{WithTTL(300 * time.Millisecond)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "f", []Option{WithTTL(300 * time.Millisecond)})
 	start := time.Now()
-	l := newLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", newToken(), 1, start, &config{ttl: 300 * time.Millisecond, autoExtend: true})
+	l := newLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", newToken(), 1, start, &config{cl: mu.cfg.cl, cls: mu.cfg.cls, ttl: 300 * time.Millisecond, autoExtend: true})
 	select {
 	case <-l.Context().Done():
 		took := time.Since(start)
@@ -130,7 +130,7 @@ func TestLeaseEndsBeforeTTLWhenRenewalsFail(t *testing.T) {
 // reckoning, and Extend pushes that moment back.
 func TestLeaseWithoutAutoExtendEndsAtDeadline(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, b, "d", []Option{WithTTL(100 * time.Millisecond), WithAutoExtend(false)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "d", []Option{WithTTL(100 * time.Millisecond), WithAutoExtend(false)})
 	ctx := context.Background()
 	l, err := mu.TryLock(ctx)
 	if err != nil {
@@ -206,13 +206,13 @@ func (u unreleasable) extend(ctx context.Context, token string, ttl time.Duratio
 // behalf of a caller that gave up on it.
 func TestFailedReleaseStopsRenewals(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, b, "u", []Option{WithTTL(150 * time.Millisecond)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "u", []Option{WithTTL(150 * time.Millisecond)})
 	var extends atomic.Int32
 	ctx := context.Background()
 	if _, err := mu.attempt(ctx, &attempt{token: "tok", n: 1, try: true}); err != nil {
 		t.Fatal(err)
 	}
-	l := newLease(ctx, unreleasable{mu, &extends}, latchkit.KindMutex, "u", "tok", 1, time.Now(), &config{ttl: 150 * time.Millisecond, autoExtend: true})
+	l := newLease(ctx, unreleasable{mu, &extends}, latchkit.KindMutex, "u", "tok", 1, time.Now(), &config{cl: mu.cfg.cl, cls: mu.cfg.cls, ttl: 150 * time.Millisecond, autoExtend: true})
 	lctx := l.Context()
 	if err := l.Release(ctx); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("release: %v", err)
@@ -253,7 +253,7 @@ func (f *flakyWithdraw) Eval(ctx context.Context, s *backend.Script, keys, args 
 func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 	m, b := newMiniBackend(t)
 	ctx := context.Background()
-	holder, err := NewMutex(b, "w", WithAutoExtend(false))
+	holder, err := NewMutex(testClient(t, b), "w", WithAutoExtend(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 	defer l.Release(ctx)
 	fb := &flakyWithdraw{Backend: b}
 	fb.n.Store(3)
-	waiter, _ := NewMutex(fb, "w", WithAutoExtend(false))
+	waiter, _ := NewMutex(testClient(t, fb), "w", WithAutoExtend(false))
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if _, err := waiter.Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -322,7 +322,7 @@ func TestNewMutexAllocations(t *testing.T) {
 	n := 1e9
 	for range 3 { // the least of three: other goroutines allocate now and then
 		n = min(n, testing.AllocsPerRun(200, func() {
-			if _, err := NewMutex(b, "order-12345"); err != nil {
+			if _, err := NewMutex(testClient(t, b), "order-12345"); err != nil {
 				t.Fatal(err)
 			}
 		}))

@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latchkit/backend/redigo"
 	"github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -41,18 +42,22 @@ func TestNilBackends(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ok := goredis.New(c)
 	ctors := map[string]func(b backend.Backend) (any, error){
-		"NewMutex":          func(b backend.Backend) (any, error) { return primitives.NewMutex(b, "x") },
-		"NewReentrantMutex": func(b backend.Backend) (any, error) { return primitives.NewReentrantMutex(b, "x") },
-		"NewRWLock":         func(b backend.Backend) (any, error) { return primitives.NewRWLock(b, "x") },
-		"NewSemaphore":      func(b backend.Backend) (any, error) { return primitives.NewSemaphore(b, "x", 2) },
-		"NewFairSemaphore":  func(b backend.Backend) (any, error) { return primitives.NewFairSemaphore(b, "x", 2) },
-		"NewFairMutex":      func(b backend.Backend) (any, error) { return primitives.NewFairMutex(b, "x") },
-		"NewMultiLock":      func(b backend.Backend) (any, error) { return primitives.NewMultiLock(b, []string{"x", "y"}) },
-		"NewElection":       func(b backend.Backend) (any, error) { return primitives.NewElection(b, "x") },
-		"NewLatch":          func(b backend.Backend) (any, error) { return primitives.NewLatch(b, "x") },
-		"NewRedlock first":  func(b backend.Backend) (any, error) { return primitives.NewRedlock([]backend.Backend{b}, "x") },
+		"NewMutex":          func(b backend.Backend) (any, error) { return primitives.NewMutex(clienttest.For(t, b), "x") },
+		"NewReentrantMutex": func(b backend.Backend) (any, error) { return primitives.NewReentrantMutex(clienttest.For(t, b), "x") },
+		"NewRWLock":         func(b backend.Backend) (any, error) { return primitives.NewRWLock(clienttest.For(t, b), "x") },
+		"NewSemaphore":      func(b backend.Backend) (any, error) { return primitives.NewSemaphore(clienttest.For(t, b), "x", 2) },
+		"NewFairSemaphore":  func(b backend.Backend) (any, error) { return primitives.NewFairSemaphore(clienttest.For(t, b), "x", 2) },
+		"NewFairMutex":      func(b backend.Backend) (any, error) { return primitives.NewFairMutex(clienttest.For(t, b), "x") },
+		"NewMultiLock": func(b backend.Backend) (any, error) {
+			return primitives.NewMultiLock(clienttest.For(t, b), []string{"x", "y"})
+		},
+		"NewElection": func(b backend.Backend) (any, error) { return primitives.NewElection(clienttest.For(t, b), "x") },
+		"NewLatch":    func(b backend.Backend) (any, error) { return primitives.NewLatch(clienttest.For(t, b), "x") },
+		"NewRedlock first": func(b backend.Backend) (any, error) {
+			return primitives.NewRedlock(clienttest.All(t, []backend.Backend{b}), "x")
+		},
 		"NewRedlock second": func(b backend.Backend) (any, error) {
-			return primitives.NewRedlock([]backend.Backend{ok, b, ok}, "x")
+			return primitives.NewRedlock(clienttest.All(t, []backend.Backend{ok, b, ok}), "x")
 		},
 	}
 	for what, mk := range nils {

@@ -23,6 +23,8 @@ const DefaultPrefix = "latch:"
 type Option func(*config)
 
 type config struct {
+	cl         *Client   // the primitive's (a Redlock's first)
+	cls        []*Client // every Client whose Close releases its leases: {cl}, or a Redlock's
 	ttl        time.Duration
 	autoExtend bool
 	mws        []latchkit.Middleware
@@ -168,8 +170,8 @@ func ownerFrom(ctx context.Context) string {
 }
 
 // newConfig applies opts and checks the arguments every primitive shares.
-func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option) (config, error) {
-	c := config{ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix, waiterTimeout: DefaultWaiterTimeout, retention: DefaultRetention}
+func newConfig(kind latchkit.Kind, cl *Client, name string, opts []Option) (config, error) {
+	c := config{cl: cl, cls: []*Client{cl}, ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix, waiterTimeout: DefaultWaiterTimeout, retention: DefaultRetention}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -178,9 +180,11 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 	fail := func(format string, a ...any) (config, error) {
 		return c, invalid("new", kind, name, format, a...)
 	}
+	if err := checkClient(cl); err != nil {
+		return c, &latchkit.OpError{Op: "new", Kind: kind, Name: name, Err: err}
+	}
+	b := cl.b
 	switch {
-	case nilness.Is(b):
-		return fail("nil backend (%T): give an adapter's New of a client", b)
 	case name == "":
 		return fail("empty name")
 	case c.ttl < MinTTL:
@@ -203,11 +207,6 @@ func newConfig(kind latchkit.Kind, b backend.Backend, name string, opts []Option
 		return fail("replica ack timeout %v is below 1ms", c.ackTimeout)
 	case c.ackReplicas != 0 && c.ackTimeout >= c.ttl:
 		return fail("replica ack timeout %v is not below the ttl %v", c.ackTimeout, c.ttl)
-	}
-	if v, ok := b.(backend.Validator); ok {
-		if err := v.Validate(); err != nil {
-			return fail("%s", err)
-		}
 	}
 	if _, ok := b.(backend.ReplicaAcker); c.ackReplicas != 0 && !ok {
 		return fail("replica ack needs a backend implementing backend.ReplicaAcker (script and WAIT on one connection); %T does not", b)

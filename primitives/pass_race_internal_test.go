@@ -140,7 +140,7 @@ func TestReplicaAckUnsurePassNotAfterGrant(t *testing.T) {
 					defer cancel()
 					prefix := "pr:" + k.name + how + ":"
 					racer := newPassRacer(srv.b, fault)
-					acquire, err := k.open(racer, "n", WithPrefix(prefix), WithTTL(10*time.Second), WithReplicaAck(1, 50*time.Millisecond))
+					acquire, err := k.open(testClient(t, racer), "n", WithPrefix(prefix), WithTTL(10*time.Second), WithReplicaAck(1, 50*time.Millisecond))
 					if err != nil {
 						t.Fatal(err)
 					}

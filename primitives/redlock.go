@@ -12,7 +12,6 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/nilness"
 )
 
 // fenceRaise lifts the fence an instance holds for a grant to the grant's
@@ -51,35 +50,39 @@ type redlock struct {
 //
 // The per-instance timeout is WithInstanceTimeout, by default a twentieth of
 // the TTL between 5ms and 100ms. Release messages are awaited on the first
-// backend; when it is down,
-// waiters fall back to their timers.
-func NewRedlock(bs []backend.Backend, name string, opts ...Option) (Mutex, error) {
-	var first backend.Backend
-	if len(bs) > 0 {
-		first = bs[0]
+// client's backend; when it is down, waiters fall back to their timers. Its
+// leases are released by the Close of any of its clients, and its calls
+// return an error matching latchkit.ErrClosed once any of them is closed.
+func NewRedlock(cs []*Client, name string, opts ...Option) (Mutex, error) {
+	var first *Client
+	if len(cs) > 0 {
+		first = cs[0]
 	}
 	m, err := newMutex(latchkit.KindRedlock, first, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(bs) == 0 {
-		return nil, invalid("new", latchkit.KindRedlock, name, "no backends")
+	if len(cs) == 0 {
+		return nil, invalid("new", latchkit.KindRedlock, name, "no clients")
 	}
+	bs := make([]backend.Backend, len(cs))
+	for i, c := range cs {
+		if err := checkClient(c); err != nil {
+			return nil, &latchkit.OpError{Op: "new", Kind: latchkit.KindRedlock, Name: name, Err: fmt.Errorf("client %d: %w", i, err)}
+		}
+		bs[i] = c.b
+	}
+	m.cfg.cls = slices.Clone(cs)
 	if m.cfg.ackReplicas != 0 {
 		return nil, invalid("new", latchkit.KindRedlock, name, "WithReplicaAck does not apply: a Redlock's quorum of independent instances is its replication")
 	}
 	for i, b := range bs {
-		if nilness.Is(b) {
-			return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is nil (%T)", i, b)
-		}
-		if v, ok := b.(backend.Validator); ok {
-			if err := v.Validate(); err != nil {
-				return nil, invalid("new", latchkit.KindRedlock, name, "backend %d: %s", i, err)
+		for j, o := range bs[:i] {
+			if cs[j] == cs[i] {
+				return nil, invalid("new", latchkit.KindRedlock, name, "client %d is given twice: the quorum would count it twice", i)
 			}
-		}
-		for _, o := range bs[:i] {
 			if t := reflect.TypeOf(b); t.Comparable() && reflect.TypeOf(o) == t && o == b {
-				return nil, invalid("new", latchkit.KindRedlock, name, "backend %d is given twice: the quorum would count it twice", i)
+				return nil, invalid("new", latchkit.KindRedlock, name, "client %d is over the backend of client %d: the quorum would count it twice", i, j)
 			}
 		}
 	}
@@ -430,10 +433,12 @@ func (r *redlock) release(ctx context.Context, token string) (bool, error) {
 	for i, err := range errs {
 		if errors.Is(err, backend.ErrUnavailable) && err != errUndecided {
 			b, args := r.bs[i], args(i)
-			go retryGiveBack(context.WithoutCancel(ctx), token, func(ctx context.Context, _ string) error {
-				_, err := b.Eval(ctx, mutexRelease, r.m.keys, args)
-				return err
-			}, r.cfg.window())
+			r.cfg.cl.spawn(func(bg context.Context) {
+				retryGiveBack(bg, token, func(ctx context.Context, _ string) error {
+					_, err := b.Eval(ctx, mutexRelease, r.m.keys, args)
+					return err
+				}, r.cfg.window())
+			})
 		}
 	}
 	return r.quorumOf(held, errs)

@@ -37,7 +37,7 @@ func TestRedlockReleaseWithSilentHolderIsNotLost(t *testing.T) {
 		}
 		bs = append(bs, b)
 	}
-	rl, err := NewRedlock(bs, "r", WithAutoExtend(false), WithTTL(10*time.Second))
+	rl, err := NewRedlock(testClients(t, bs), "r", WithAutoExtend(false), WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
 		}
 		bs = append(bs, b)
 	}
-	rl, err := NewRedlock(bs, "f", WithAutoExtend(false), WithTTL(10*time.Second))
+	rl, err := NewRedlock(testClients(t, bs), "f", WithAutoExtend(false), WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRedlockLockRetriesInstanceDeadlines(t *testing.T) {
 		}
 		bs = append(bs, b)
 	}
-	rl, err := NewRedlock(bs, "d", WithAutoExtend(false), WithTTL(10*time.Second))
+	rl, err := NewRedlock(testClients(t, bs), "d", WithAutoExtend(false), WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestRedlockUncontendedGrantRaisesNoFence(t *testing.T) {
 		counts = append(counts, c)
 		bs = append(bs, c)
 	}
-	rl, err := NewRedlock(bs, "u", WithAutoExtend(false), WithTTL(10*time.Second))
+	rl, err := NewRedlock(testClients(t, bs), "u", WithAutoExtend(false), WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestRedlockPublishesOnlyOnTheFirstInstance(t *testing.T) {
 		minis = append(minis, m)
 		bs = append(bs, b)
 	}
-	ml, err := NewRedlock(bs, "p", WithAutoExtend(false), WithTTL(10*time.Second))
+	ml, err := NewRedlock(testClients(t, bs), "p", WithAutoExtend(false), WithTTL(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestRedlockRenewalExtendsTheSlowestInstance(t *testing.T) {
 		}
 		bs = append(bs, b)
 	}
-	ml, err := NewRedlock(bs, "slow", WithTTL(500*time.Millisecond), WithInstanceTimeout(100*time.Millisecond))
+	ml, err := NewRedlock(testClients(t, bs), "slow", WithTTL(500*time.Millisecond), WithInstanceTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

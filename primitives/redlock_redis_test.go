@@ -17,6 +17,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -67,7 +68,7 @@ func TestRedlockRedisServerMutualExclusion(t *testing.T) {
 	var fences []int64
 	var wg sync.WaitGroup
 	for g := 0; g < clients; g++ {
-		rl, err := primitives.NewRedlock(realBackends(t, srvs), "counter", primitives.WithTTL(2*time.Second))
+		rl, err := primitives.NewRedlock(clienttest.All(t, realBackends(t, srvs)), "counter", primitives.WithTTL(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestRedlockRedisServerMutualExclusion(t *testing.T) {
 // of the attempts.
 func TestRedlockRedisServerInstancesComeAndGo(t *testing.T) {
 	srvs := startServers(t, 5)
-	rl, err := primitives.NewRedlock(realBackends(t, srvs), "job", primitives.WithTTL(2*time.Second))
+	rl, err := primitives.NewRedlock(clienttest.All(t, realBackends(t, srvs)), "job", primitives.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -52,7 +53,7 @@ func TestRedlockMutualExclusion(t *testing.T) {
 	var fences []int64
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
-		l, err := primitives.NewRedlock(bs, "x", primitives.WithTTL(2*time.Second))
+		l, err := primitives.NewRedlock(clienttest.All(t, bs), "x", primitives.WithTTL(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func TestRedlockMutualExclusion(t *testing.T) {
 func TestRedlockQuorum(t *testing.T) {
 	ms, bs := instances(t, 5)
 	ctx := context.Background()
-	rl, _ := primitives.NewRedlock(bs, "q", primitives.WithAutoExtend(false))
+	rl, _ := primitives.NewRedlock(clienttest.All(t, bs), "q", primitives.WithAutoExtend(false))
 	ms[0].Close()
 	ms[1].Close()
 	l, err := rl.TryLock(ctx)
@@ -121,14 +122,14 @@ func TestRedlockFailedQuorumReleasesAll(t *testing.T) {
 	ms, bs := instances(t, 5)
 	ctx := context.Background()
 	for _, b := range bs[:3] {
-		m, _ := primitives.NewMutex(b, "f")
+		m, _ := primitives.NewMutex(clienttest.For(t, b), "f")
 		l, err := m.TryLock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Release(ctx)
 	}
-	rl, _ := primitives.NewRedlock(bs, "f")
+	rl, _ := primitives.NewRedlock(clienttest.All(t, bs), "f")
 	if _, err := rl.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
 		t.Fatalf("%v, want ErrNotAcquired", err)
 	}
@@ -144,7 +145,7 @@ func TestRedlockFailedQuorumReleasesAll(t *testing.T) {
 func TestRedlockFencesSurviveInstanceLoss(t *testing.T) {
 	ms, bs := instances(t, 5)
 	ctx := context.Background()
-	rl, _ := primitives.NewRedlock(bs, "fence", primitives.WithAutoExtend(false))
+	rl, _ := primitives.NewRedlock(clienttest.All(t, bs), "fence", primitives.WithAutoExtend(false))
 	last := int64(0)
 	for round := 0; round < 30; round++ {
 		// Two instances (never more than N-quorum) lose everything.
@@ -168,7 +169,7 @@ func TestRedlockFencesSurviveInstanceLoss(t *testing.T) {
 func TestRedlockLostQuorumEndsContext(t *testing.T) {
 	ms, bs := instances(t, 5)
 	ctx := context.Background()
-	rl, _ := primitives.NewRedlock(bs, "l", primitives.WithTTL(300*time.Millisecond))
+	rl, _ := primitives.NewRedlock(clienttest.All(t, bs), "l", primitives.WithTTL(300*time.Millisecond))
 	// Lock, not TryLock: each instance has a few tens of milliseconds of a
 	// 300 ms TTL, which a first dial on a busy machine can take.
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -206,7 +207,7 @@ func TestRedlockBadInput(t *testing.T) {
 		{"a nil backend", []backend.Backend{bs[0], nil, bs[1]}},
 		{"a backend twice", []backend.Backend{bs[0], bs[1], bs[0]}},
 	} {
-		if m, err := primitives.NewRedlock(c.bs, "x"); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
+		if m, err := primitives.NewRedlock(clienttest.All(t, c.bs), "x"); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
 		}
 	}
@@ -217,7 +218,7 @@ func TestRedlockBadInput(t *testing.T) {
 		{"instance timeout at the ttl", primitives.WithInstanceTimeout(primitives.DefaultTTL)},
 		{"negative instance timeout", primitives.WithInstanceTimeout(-time.Second)},
 	} {
-		if m, err := primitives.NewRedlock(bs, "x", c.opt); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
+		if m, err := primitives.NewRedlock(clienttest.All(t, bs), "x", c.opt); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
 		}
 	}
@@ -225,11 +226,11 @@ func TestRedlockBadInput(t *testing.T) {
 		what string
 		bs   []backend.Backend
 	}{} {
-		if m, err := primitives.NewRedlock(c.bs, "x"); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
+		if m, err := primitives.NewRedlock(clienttest.All(t, c.bs), "x"); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
 		}
 	}
-	if m, err := primitives.NewRedlock(bs, ""); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
+	if m, err := primitives.NewRedlock(clienttest.All(t, bs), ""); !errors.Is(err, latchkit.ErrInvalid) || m != nil {
 		t.Errorf("empty name: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 )
 
 // NewReentrantMutex returns a Mutex that the owner in the context
@@ -21,8 +20,8 @@ import (
 // Re-entry is tracked in the returned value: share it between the code
 // paths that re-enter. A Lock without an owner in its context fails with an
 // error matching latchkit.ErrInvalid.
-func NewReentrantMutex(b backend.Backend, name string, opts ...Option) (Mutex, error) {
-	m, err := newMutex(latchkit.KindReentrantMutex, b, name, opts)
+func NewReentrantMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
+	m, err := newMutex(latchkit.KindReentrantMutex, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}

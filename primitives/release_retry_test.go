@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
@@ -32,7 +31,7 @@ type retryKind struct {
 	name string
 	// open makes the primitive named name on b: its single attempt and
 	// its waiting acquisition.
-	open func(b backend.Backend, name string, opts ...Option) (try, wait func(context.Context) (latchkit.Lease, error), err error)
+	open func(c *Client, name string, opts ...Option) (try, wait func(context.Context) (latchkit.Lease, error), err error)
 	// queued reports whether a waiting acquisition of name has queued
 	// behind the holder, for kinds whose release hands over to the
 	// oldest waiter; nil for the others.
@@ -56,23 +55,23 @@ func fairQueued(ctx context.Context, c *redis.Client, prefix, name string) bool 
 }
 
 var retryKinds = []retryKind{
-	{"Mutex", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		m, err := NewMutex(b, name, opts...)
+	{"Mutex", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		m, err := NewMutex(c, name, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return m.TryLock, m.Lock, nil
 	}, mutexQueued(keyspace.MutexLayout)},
-	{"Election", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		e, err := NewElection(b, name, opts...)
+	{"Election", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		e, err := NewElection(c, name, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return func(ctx context.Context) (latchkit.Lease, error) { return e.TryCampaign(ctx, "v") },
 			func(ctx context.Context) (latchkit.Lease, error) { return e.Campaign(ctx, "v") }, nil
 	}, mutexQueued(keyspace.ElectionLayout)},
-	{"MultiLock", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		m, err := NewMultiLock(b, []string{name + "1", name + "2"}, opts...)
+	{"MultiLock", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		m, err := NewMultiLock(c, []string{name + "1", name + "2"}, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -80,45 +79,45 @@ var retryKinds = []retryKind{
 	}, func(ctx context.Context, c *redis.Client, prefix, name string) bool {
 		return mutexQueued(keyspace.MutexLayout)(ctx, c, prefix, name+"1") || mutexQueued(keyspace.MutexLayout)(ctx, c, prefix, name+"2")
 	}},
-	{"Redlock(1)", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+	{"Redlock(1)", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
 		// The default per-instance timeout (a twentieth of the TTL, 5 ms
 		// at the expiry test's 100 ms) is too short for a busy machine.
-		m, err := NewRedlock([]backend.Backend{b}, name, append(opts, func(c *config) { c.instanceTimeout = c.ttl / 2 })...)
+		m, err := NewRedlock([]*Client{c}, name, append(opts, func(c *config) { c.instanceTimeout = c.ttl / 2 })...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return m.TryLock, m.Lock, nil
 	}, nil},
-	{"Semaphore(1)", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		s, err := NewSemaphore(b, name, 1, opts...)
+	{"Semaphore(1)", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		s, err := NewSemaphore(c, name, 1, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s.TryAcquire, s.Acquire, nil
 	}, nil},
-	{"FairSemaphore(1)", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		s, err := NewFairSemaphore(b, name, 1, opts...)
+	{"FairSemaphore(1)", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		s, err := NewFairSemaphore(c, name, 1, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s.TryAcquire, s.Acquire, nil
 	}, fairQueued},
-	{"FairMutex", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		m, err := NewFairMutex(b, name, opts...)
+	{"FairMutex", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		m, err := NewFairMutex(c, name, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return m.TryLock, m.Lock, nil
 	}, fairQueued},
-	{"RWLock/read", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		rw, err := NewRWLock(b, name, opts...)
+	{"RWLock/read", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		rw, err := NewRWLock(c, name, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
 		return rw.TryRLock, rw.RLock, nil
 	}, nil},
-	{"RWLock/write", func(b backend.Backend, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
-		rw, err := NewRWLock(b, name, opts...)
+	{"RWLock/write", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
+		rw, err := NewRWLock(c, name, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -141,17 +140,17 @@ func openRetry(t *testing.T, srv fairServer, k retryKind, prefix, name string, t
 	lc := redis.NewClient(&redis.Options{Addr: px.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { lc.Close() })
 	opts := []Option{WithPrefix(prefix), WithTTL(ttl), WithAutoExtend(false)}
-	lossy, _, err := k.open(goredis.New(lc), name, opts...)
+	lossy, _, err := k.open(testClient(t, goredis.New(lc)), name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct, wait, err := k.open(srv.b, name, opts...)
+	direct, wait, err := k.open(testClient(t, srv.b), name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Load every script this kind runs (a NOSCRIPT reply must not be the
 	// one dropped), on a name of its own.
-	wdirect, _, err := k.open(srv.b, name+"-warm", opts...)
+	wdirect, _, err := k.open(testClient(t, srv.b), name+"-warm", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

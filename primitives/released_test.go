@@ -13,6 +13,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -53,15 +54,15 @@ func TestCallsOnAReleasedLease(t *testing.T) {
 		}
 		return s.TryAcquire
 	}
-	rw, err := primitives.NewRWLock(b, "rw", opts...)
+	rw, err := primitives.NewRWLock(clienttest.For(t, b), "rw", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrw, err := primitives.NewRWLock(b, "wrw", opts...)
+	wrw, err := primitives.NewRWLock(clienttest.For(t, b), "wrw", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := primitives.NewElection(b, "election", opts...)
+	el, err := primitives.NewElection(clienttest.For(t, b), "election", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +70,14 @@ func TestCallsOnAReleasedLease(t *testing.T) {
 		what string
 		acq  acquire
 	}{
-		{"mutex", mutex(primitives.NewMutex(b, "mutex", opts...))},
-		{"reentrant mutex", mutex(primitives.NewReentrantMutex(b, "reentrant", opts...))},
+		{"mutex", mutex(primitives.NewMutex(clienttest.For(t, b), "mutex", opts...))},
+		{"reentrant mutex", mutex(primitives.NewReentrantMutex(clienttest.For(t, b), "reentrant", opts...))},
 		{"rwlock read", must(rw.TryRLock, nil)},
 		{"rwlock write", must(wrw.TryLock, nil)},
-		{"semaphore", sem(primitives.NewSemaphore(b, "sem", 2, opts...))},
-		{"fair semaphore", sem(primitives.NewFairSemaphore(b, "fair", 2, opts...))},
-		{"multilock", mutex(primitives.NewMultiLock(b, []string{"m1", "m2"}, opts...))},
-		{"redlock", mutex(primitives.NewRedlock(bs, "redlock", opts...))},
+		{"semaphore", sem(primitives.NewSemaphore(clienttest.For(t, b), "sem", 2, opts...))},
+		{"fair semaphore", sem(primitives.NewFairSemaphore(clienttest.For(t, b), "fair", 2, opts...))},
+		{"multilock", mutex(primitives.NewMultiLock(clienttest.For(t, b), []string{"m1", "m2"}, opts...))},
+		{"redlock", mutex(primitives.NewRedlock(clienttest.All(t, bs), "redlock", opts...))},
 		{"election", func(ctx context.Context) (latchkit.Lease, error) { return el.TryCampaign(ctx, "me") }},
 	} {
 		l, err := k.acq(ctx)

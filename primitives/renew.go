@@ -2,16 +2,17 @@ package primitives
 
 import (
 	"container/heap"
+	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/registry"
 )
 
-// The renewer renews every auto-extended lease of one backend in the
-// process: one goroutine (running only while it has leases) keeps them in a
+// The renewer renews every auto-extended lease of one Client's backend (a
+// Client has a second one for the leases renewed by their holder's extend):
+// one goroutine (running only while it has leases) keeps them in a
 // min-heap by the time of their next renewal and, when the earliest is due,
 // renews every lease due within a small slack of it. Its scheduling never
 // waits for I/O: each renewal runs on a goroutine of its own or of its
@@ -70,16 +71,17 @@ type renewState struct {
 
 // renewer renews the leases of one backend.
 type renewer struct {
-	key    backend.Backend // the registry key; nil for extend-only holders
-	shared bool            // in the registry
-	batch  backend.Batcher // key's Batcher, or nil
-	solo   bool            // key is a Cluster: every lease is renewed on its own (see the package doc above)
+	key   backend.Backend // nil for extend-only holders
+	batch backend.Batcher // key's Batcher, or nil
+	solo  bool            // key is a Cluster: every lease is renewed on its own (see the package doc above)
+	ctx   context.Context // ends when the Client closes: renewals in flight are cut short
+	wg    sync.WaitGroup  // the goroutine and the renewals in flight
 
 	mu       sync.Mutex
 	q        leaseHeap // by rs.at
 	inflight int       // leases taken out of q by a renewal not yet finished
 	running  bool      // the goroutine runs
-	dead     bool      // idle and out of the registry: make a new one
+	closed   bool      // the Client closed: the goroutine exits once idle, without lingering
 	// The goroutine sleeps on t, which fires at armed (zero: the
 	// goroutine is awake, or about to look at q before it sleeps again).
 	// A caller that queues a lease due before armed moves t earlier
@@ -93,29 +95,24 @@ type renewer struct {
 	wakes     int       // times the goroutine woke up (for tests)
 }
 
-// renewers holds the renewer of each backend with auto-extended leases.
-var renewers registry.Registry[*renewer]
-
-// renewerFor returns the process's renewer for b (nil b: for holders that
-// renew by extend only). A backend that cannot be a map key gets a renewer
-// of its own.
-func renewerFor(b backend.Backend) *renewer {
-	if !registry.Shareable(b) {
-		return newRenewer(b)
-	}
-	renewers.Lock()
-	defer renewers.Unlock()
-	return renewers.GetLocked(b, func() *renewer {
-		r := newRenewer(b)
-		r.shared = true
-		return r
-	})
-}
-
-func newRenewer(b backend.Backend) *renewer {
-	r := &renewer{key: b, solo: b != nil && backend.IsCluster(b)}
+func newRenewer(b backend.Backend, ctx context.Context) *renewer {
+	r := &renewer{key: b, solo: b != nil && backend.IsCluster(b), ctx: ctx}
 	r.batch, _ = b.(backend.Batcher)
 	return r
+}
+
+// close stops the renewer once the Client's leases have ended: its
+// goroutine exits and close waits for it and for the renewals in flight
+// (cut short by ctx, which has ended).
+func (r *renewer) close() {
+	r.mu.Lock()
+	r.closed = true
+	if r.running && r.t != nil && !r.armed.IsZero() {
+		r.armed = time.Now()
+		r.t.Reset(0)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
 // startRenewals queues l for its first renewal at ttl/3 from now (or
@@ -137,18 +134,11 @@ func (l *lease) startRenewals() {
 	// the server holds only for the hand-over's time).
 	now := time.Now()
 	at, slack := earliest(now.Add(l.ttl/3), now.Add(l.deadline.Sub(now)/2)), l.ttl/renewSlackFactor
-	for {
-		r := renewerFor(b)
-		r.mu.Lock()
-		if r.dead {
-			r.mu.Unlock()
-			continue // it just went idle and left the registry
-		}
-		rs.r = r
-		r.pushLocked(l, at, slack)
-		r.mu.Unlock()
-		return
-	}
+	r := l.cl.renewerFor(b)
+	r.mu.Lock()
+	rs.r = r
+	r.pushLocked(l, at, slack)
+	r.mu.Unlock()
 }
 
 // stopRenewals ends l's renewals. A renewal in flight is not waited for:
@@ -219,12 +209,18 @@ func (r *renewer) sleepLocked(at time.Time) {
 // pushLocked queues l to act at at, starting the goroutine if it is not
 // running.
 func (r *renewer) pushLocked(l *lease, at time.Time, slack time.Duration) {
+	if r.closed {
+		// Granted to a call Close stopped waiting for: not renewed, the
+		// lease ends at its deadline.
+		l.rs.stopped = true
+		return
+	}
 	l.rs.at, l.rs.slack = at, slack
 	heap.Push(&r.q, l)
 	if !r.running {
 		r.running = true
 		r.armed = time.Time{}
-		go r.run()
+		r.wg.Go(r.run)
 	} else if l.rs.idx == 0 {
 		r.armLocked(at)
 	}
@@ -246,10 +242,10 @@ func (r *renewer) run() {
 		r.armed = time.Time{} // awake
 		r.wakes++
 		if len(r.q) == 0 {
-			if r.inflight == 0 {
+			if r.inflight == 0 && !r.closed {
 				// Wait a little for the next lease: a process that
-				// locks again soon keeps this goroutine and its registry
-				// entry instead of making new ones for every lease.
+				// locks again soon keeps this goroutine instead of
+				// starting one for every lease.
 				if r.idleSince.IsZero() {
 					r.idleSince = time.Now()
 				}
@@ -292,10 +288,10 @@ func (r *renewer) run() {
 			l.expire()
 		}
 		for _, l := range solo {
-			go r.renewSolo(l)
+			r.wg.Go(func() { r.renewSolo(l) })
 		}
 		for _, chunk := range chunks(now, batch) {
-			go r.renewChunk(chunk)
+			r.wg.Go(func() { r.renewChunk(chunk) })
 		}
 	}
 }
@@ -334,29 +330,12 @@ func chunks(now time.Time, due []dueLease) [][]*lease {
 }
 
 // exitLocked is called with r.mu held and the heap empty. It unlocks r.mu
-// and reports whether the goroutine is to exit: always, unless a lease was
-// queued meanwhile. An idle shared renewer leaves the registry.
+// and reports that the goroutine is to exit: renewals in flight queue their
+// leases again and start it anew.
 func (r *renewer) exitLocked() bool {
-	if r.inflight > 0 || !r.shared {
-		// Renewals in flight queue their leases again and restart the
-		// goroutine; a private renewer with nothing left is done for.
-		r.dead = r.inflight == 0
-		r.running = false
-		r.t.Stop()
-		r.mu.Unlock()
-		return true
-	}
-	r.mu.Unlock()
-	renewers.Lock()
-	defer renewers.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.q) > 0 || r.inflight > 0 {
-		return false
-	}
-	r.dead, r.running = true, false
+	r.running = false
 	r.t.Stop()
-	renewers.DeleteLocked(r.key, r)
+	r.mu.Unlock()
 	return true
 }
 
@@ -371,17 +350,6 @@ func (r *renewer) requeue(l *lease, d time.Duration) {
 	r.inflight--
 	if !l.rs.stopped {
 		r.pushLocked(l, earliest(time.Now().Add(d), deadline), 0)
-	}
-	r.idleLocked()
-}
-
-// idleLocked starts the goroutine when nothing is left and it is not
-// running, so that it retires the renewer (the last lease left while in
-// flight).
-func (r *renewer) idleLocked() {
-	if !r.running && !r.dead && len(r.q) == 0 && r.inflight == 0 {
-		r.running = true
-		go r.run()
 	}
 }
 

@@ -134,7 +134,7 @@ func TestRenewHungNodeDelaysOnlyItsLeases(t *testing.T) {
 	const long, short = 1500 * time.Millisecond, 400 * time.Millisecond
 	var onA []*watch
 	for _, name := range []string{"a1", "a2", "a3", "a4"} {
-		mu, _ := NewMutex(hb, name, WithTTL(long), WithPrefix("A:"))
+		mu, _ := NewMutex(testClient(t, hb), name, WithTTL(long), WithPrefix("A:"))
 		l, err := mu.Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -144,7 +144,7 @@ func TestRenewHungNodeDelaysOnlyItsLeases(t *testing.T) {
 	}
 	hb.stop("A:") // before a1's first renewal (due at long/3 minus a slack of long/12): every renewal on A hangs
 	time.Sleep(200 * time.Millisecond)
-	mu, _ := NewMutex(hb, "l", WithTTL(short), WithPrefix("B:"))
+	mu, _ := NewMutex(testClient(t, hb), "l", WithTTL(short), WithPrefix("B:"))
 	l, err := mu.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +181,8 @@ func TestRenewExtendOnlyToldAtOnce(t *testing.T) {
 	hx := newHangs(bx)
 	t.Cleanup(hx.resume)
 	const ttlX, ttlY = 1200 * time.Millisecond, 900 * time.Millisecond
-	x, _ := NewRedlock([]backend.Backend{hx}, "x", WithTTL(ttlX))
-	y, _ := NewRedlock([]backend.Backend{by}, "y", WithTTL(ttlY))
+	x, _ := NewRedlock(testClients(t, []backend.Backend{hx}), "x", WithTTL(ttlX))
+	y, _ := NewRedlock(testClients(t, []backend.Backend{by}), "y", WithTTL(ttlY))
 	lx, err := x.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestRenewDeafDriverDeadline(t *testing.T) {
 	hb.deaf = true
 	defer hb.resume()
 	const ttl = 300 * time.Millisecond
-	mu, _ := NewMutex(hb, "d", WithTTL(ttl))
+	mu, _ := NewMutex(testClient(t, hb), "d", WithTTL(ttl))
 	start := time.Now()
 	l, err := mu.Lock(context.Background())
 	if err != nil {
@@ -247,7 +247,7 @@ func TestExtendNotHeldByRenewal(t *testing.T) {
 	hb.deaf = true
 	defer hb.resume()
 	const ttl = 600 * time.Millisecond
-	mu, _ := NewMutex(hb, "e", WithTTL(ttl))
+	mu, _ := NewMutex(testClient(t, hb), "e", WithTTL(ttl))
 	l, err := mu.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestRedlockRenewalBesideHungInstance(t *testing.T) {
 		bs = append(bs, b)
 	}
 	const ttl = 900 * time.Millisecond
-	rl, err := NewRedlock(bs, "h", WithTTL(ttl))
+	rl, err := NewRedlock(testClients(t, bs), "h", WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,8 +322,8 @@ func TestRenewClusterHealthyLeaseNotHeldByHungNode(t *testing.T) {
 	hb := clusterHangs{newHangs(b)}
 	t.Cleanup(hb.resume)
 	const ttl = 3 * time.Second
-	h, _ := NewMutex(hb, "h", WithTTL(ttl), WithPrefix("A:"))
-	l, _ := NewMutex(hb, "l", WithTTL(ttl), WithPrefix("B:"))
+	h, _ := NewMutex(testClient(t, hb), "h", WithTTL(ttl), WithPrefix("A:"))
+	l, _ := NewMutex(testClient(t, hb), "l", WithTTL(ttl), WithPrefix("B:"))
 	ctx := context.Background()
 	hl, err := h.Lock(ctx)
 	if err != nil {

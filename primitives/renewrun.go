@@ -38,7 +38,6 @@ func (r *renewer) take(l *lease) (job, bool) {
 	stopped := l.rs.stopped
 	if stopped {
 		r.inflight--
-		r.idleLocked()
 	}
 	r.mu.Unlock()
 	if stopped {
@@ -62,7 +61,7 @@ func (r *renewer) renewSolo(l *lease) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), j.deadline)
+	ctx, cancel := context.WithDeadline(r.ctx, j.deadline)
 	j.start = time.Now()
 	if c := &l.rs.call; c.Script != nil {
 		j.held, j.err = flag(r.key.Eval(ctx, c.Script, c.Keys, c.Args))
@@ -95,7 +94,7 @@ func (r *renewer) renewChunk(ls []*lease) {
 		return
 	}
 	start := time.Now()
-	ctx, cancel := context.WithDeadline(context.Background(), first)
+	ctx, cancel := context.WithDeadline(r.ctx, first)
 	if r.batch != nil {
 		r.batch.EvalBatch(ctx, calls)
 	} else {
@@ -170,7 +169,6 @@ func (r *renewer) finish(j *job) {
 		l.mu.Unlock()
 		r.pushLocked(l, earliest(j.start.Add(j.ttl/3), deadline), j.ttl/renewSlackFactor)
 	}
-	r.idleLocked()
 	r.mu.Unlock()
 	<-l.renew
 	switch {

@@ -21,17 +21,17 @@ func TestReplicaAckNeedsCapability(t *testing.T) {
 	plain := evalOnly{b}
 	ack := WithReplicaAck(1, 50*time.Millisecond)
 	ctors := map[string]func() error{
-		"mutex": func() error { _, err := NewMutex(plain, "n", ack); return err },
+		"mutex": func() error { _, err := NewMutex(testClient(t, plain), "n", ack); return err },
 		"reentrant": func() error {
-			_, err := NewReentrantMutex(plain, "n", ack)
+			_, err := NewReentrantMutex(testClient(t, plain), "n", ack)
 			return err
 		},
-		"rwlock":    func() error { _, err := NewRWLock(plain, "n", ack); return err },
-		"semaphore": func() error { _, err := NewSemaphore(plain, "n", 2, ack); return err },
-		"fair":      func() error { _, err := NewFairSemaphore(plain, "n", 2, ack); return err },
-		"fairmutex": func() error { _, err := NewFairMutex(plain, "n", ack); return err },
-		"multilock": func() error { _, err := NewMultiLock(plain, []string{"a", "b"}, ack); return err },
-		"redlock":   func() error { _, err := NewRedlock([]backend.Backend{b}, "n", ack); return err },
+		"rwlock":    func() error { _, err := NewRWLock(testClient(t, plain), "n", ack); return err },
+		"semaphore": func() error { _, err := NewSemaphore(testClient(t, plain), "n", 2, ack); return err },
+		"fair":      func() error { _, err := NewFairSemaphore(testClient(t, plain), "n", 2, ack); return err },
+		"fairmutex": func() error { _, err := NewFairMutex(testClient(t, plain), "n", ack); return err },
+		"multilock": func() error { _, err := NewMultiLock(testClient(t, plain), []string{"a", "b"}, ack); return err },
+		"redlock":   func() error { _, err := NewRedlock(testClients(t, []backend.Backend{b}), "n", ack); return err },
 	}
 	for what, ctor := range ctors {
 		if err := ctor(); !errors.Is(err, latchkit.ErrInvalid) {

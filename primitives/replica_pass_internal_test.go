@@ -66,15 +66,15 @@ func (clusterAcker) Cluster() bool { return true }
 // holders reads from Redis the tokens that hold it.
 type passKind struct {
 	name    string
-	open    func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error)
-	block   func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error)
+	open    func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error)
+	block   func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error)
 	holders func(ctx context.Context, c *redis.Client, prefix, name string) ([]string, error)
 	cluster bool // over a clusterAcker: an attempt is a grant per name
 }
 
-func semOpen(limit, n int) func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-	return func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		s, err := NewSemaphore(b, name, limit, opts...)
+func semOpen(limit, n int) func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+	return func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		s, err := NewSemaphore(c, name, limit, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -82,9 +82,9 @@ func semOpen(limit, n int) func(b backend.Backend, name string, opts ...Option) 
 	}
 }
 
-func fairOpen(limit, n int) func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-	return func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		s, err := NewFairSemaphore(b, name, limit, opts...)
+func fairOpen(limit, n int) func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+	return func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		s, err := NewFairSemaphore(c, name, limit, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -92,9 +92,9 @@ func fairOpen(limit, n int) func(b backend.Backend, name string, opts ...Option)
 	}
 }
 
-func rwOpen(write bool) func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-	return func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		rw, err := NewRWLock(b, name, opts...)
+func rwOpen(write bool) func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+	return func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		rw, err := NewRWLock(c, name, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -105,16 +105,16 @@ func rwOpen(write bool) func(b backend.Backend, name string, opts ...Option) (fu
 	}
 }
 
-func mutexOpen(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-	m, err := NewMutex(b, name, opts...)
+func mutexOpen(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+	m, err := NewMutex(c, name, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return m.Lock, nil
 }
 
-func multiOpen(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-	m, err := NewMultiLock(b, []string{name + "1", name + "2"}, opts...)
+func multiOpen(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+	m, err := NewMultiLock(c, []string{name + "1", name + "2"}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -201,11 +201,11 @@ var passKinds = []passKind{
 	{"FairSemaphore/AcquireN(2)", fairOpen(3, 2), fairOpen(3, 2), fairHolders, false},
 	{"RWLock/RLock", rwOpen(false), rwOpen(true), rwHolders, false},
 	{"RWLock/Lock", rwOpen(true), rwOpen(false), rwHolders, false},
-	{"MultiLock", multiOpen, func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		return mutexOpen(b, name+"1", opts...) // blocked on its first name
+	{"MultiLock", multiOpen, func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		return mutexOpen(c, name+"1", opts...) // blocked on its first name
 	}, multiHolders, false},
-	{"MultiLock/Cluster", multiOpen, func(b backend.Backend, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
-		return mutexOpen(b, name+"1", opts...)
+	{"MultiLock/Cluster", multiOpen, func(c *Client, name string, opts ...Option) (func(context.Context) (latchkit.Lease, error), error) {
+		return mutexOpen(c, name+"1", opts...)
 	}, multiHolders, true},
 }
 
@@ -242,13 +242,13 @@ func TestReplicaAckRefusedGrantKeepsWaiting(t *testing.T) {
 						acker.unacked = unacked * per
 						b = clusterAcker{acker}
 					}
-					acquire, err := k.open(b, "n", append(opts, WithReplicaAck(1, 50*time.Millisecond))...)
+					acquire, err := k.open(testClient(t, b), "n", append(opts, WithReplicaAck(1, 50*time.Millisecond))...)
 					if err != nil {
 						t.Fatal(err)
 					}
 					var blocker latchkit.Lease
 					if blocked {
-						block, err := k.block(srv.b, "n", opts...)
+						block, err := k.block(testClient(t, srv.b), "n", opts...)
 						if err != nil {
 							t.Fatal(err)
 						}

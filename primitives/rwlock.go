@@ -65,8 +65,9 @@ type rwlock struct {
 // starve it; an intent outlives its writer's last attempt by the waiter
 // timeout (WithWaiterTimeout), so an abandoned writer does not block readers
 // for longer. Read and write grants take fences from one counter.
-func NewRWLock(b backend.Backend, name string, opts ...Option) (RWLock, error) {
-	cfg, err := newConfig(latchkit.KindReadLock, b, name, opts)
+func NewRWLock(cl *Client, name string, opts ...Option) (RWLock, error) {
+	b := cl.Backend()
+	cfg, err := newConfig(latchkit.KindReadLock, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -57,7 +58,7 @@ func TestScaleWaitersShareOneSubscription(t *testing.T) {
 
 	var held []func()
 	for i := range names {
-		m, err := primitives.NewMutex(holderB, fmt.Sprintf("n%d", i), opts...)
+		m, err := primitives.NewMutex(clienttest.For(t, holderB), fmt.Sprintf("n%d", i), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestScaleWaitersShareOneSubscription(t *testing.T) {
 	start := time.Now()
 	for g := range names * perName {
 		i := g % names
-		m, err := primitives.NewMutex(waiterB, fmt.Sprintf("n%d", i), opts...)
+		m, err := primitives.NewMutex(clienttest.For(t, waiterB), fmt.Sprintf("n%d", i), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

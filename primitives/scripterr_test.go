@@ -12,6 +12,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -30,7 +31,7 @@ func TestAcquireNAboveLimitErrorText(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: start(t)})
 			t.Cleanup(func() { c.Close() })
 			var b backend.Backend = goredis.New(c)
-			s, err := primitives.NewSemaphore(b, "s", 2)
+			s, err := primitives.NewSemaphore(clienttest.For(t, b), "s", 2)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -30,14 +31,14 @@ func TestGrantRefusedAfterWritingIsGivenBack(t *testing.T) {
 	opts := []primitives.Option{primitives.WithTTL(time.Minute)}
 
 	t.Run("Election", func(t *testing.T) {
-		e, _ := primitives.NewElection(svc, "e", opts...)
+		e, _ := primitives.NewElection(clienttest.For(t, svc), "e", opts...)
 		if l, err := e.Campaign(ctx, "a"); err == nil {
 			l.Release(ctx)
 			t.Fatal("Campaign led without HSET")
 		} else {
 			t.Logf("Campaign: %v", err)
 		}
-		other, _ := primitives.NewElection(full, "e", opts...)
+		other, _ := primitives.NewElection(clienttest.For(t, full), "e", opts...)
 		l, err := other.TryCampaign(ctx, "b")
 		if err != nil {
 			t.Fatalf("TryCampaign after the refused Campaign: %v, want the seat free", err)
@@ -45,14 +46,14 @@ func TestGrantRefusedAfterWritingIsGivenBack(t *testing.T) {
 		l.Release(ctx)
 	})
 	t.Run("Semaphore", func(t *testing.T) {
-		s, _ := primitives.NewSemaphore(svc, "s", 1, opts...)
+		s, _ := primitives.NewSemaphore(clienttest.For(t, svc), "s", 1, opts...)
 		if l, err := s.Acquire(ctx); err == nil {
 			l.Release(ctx)
 			t.Fatal("Acquire granted without HSET")
 		} else {
 			t.Logf("Acquire: %v", err)
 		}
-		other, _ := primitives.NewSemaphore(full, "s", 1, opts...)
+		other, _ := primitives.NewSemaphore(clienttest.For(t, full), "s", 1, opts...)
 		l, err := other.TryAcquire(ctx)
 		if err != nil {
 			t.Fatalf("TryAcquire after the refused Acquire: %v, want the permit free", err)
@@ -88,23 +89,23 @@ func TestWrongTypeAttemptChangesNothing(t *testing.T) {
 		attempt func() (latchkit.Lease, error)
 	}{
 		{"Semaphore/fence 1.5", keyspace.SemLayout.KeysOf(p, "s1")[1], "1.5", func() (latchkit.Lease, error) {
-			sem, _ := primitives.NewSemaphore(b, "s1", 1)
+			sem, _ := primitives.NewSemaphore(clienttest.For(t, b), "s1", 1)
 			return sem.TryAcquire(ctx)
 		}},
 		{"Semaphore/fence 0x10", keyspace.SemLayout.KeysOf(p, "s2")[1], "0x10", func() (latchkit.Lease, error) {
-			sem, _ := primitives.NewSemaphore(b, "s2", 1)
+			sem, _ := primitives.NewSemaphore(clienttest.For(t, b), "s2", 1)
 			return sem.TryAcquire(ctx)
 		}},
 		{"RWLock/read fence 1.5", keyspace.RWLayout.KeysOf(p, "r1")[3], "1.5", func() (latchkit.Lease, error) {
-			rw, _ := primitives.NewRWLock(b, "r1")
+			rw, _ := primitives.NewRWLock(clienttest.For(t, b), "r1")
 			return rw.TryRLock(ctx)
 		}},
 		{"RWLock/write annotations", keyspace.RWLayout.KeysOf(p, "r2")[6], "not a hash", func() (latchkit.Lease, error) {
-			rw, _ := primitives.NewRWLock(b, "r2", annotate)
+			rw, _ := primitives.NewRWLock(clienttest.For(t, b), "r2", annotate)
 			return rw.TryLock(ctx)
 		}},
 		{"RWLock/read annotations", keyspace.RWLayout.KeysOf(p, "r3")[6], "not a hash", func() (latchkit.Lease, error) {
-			rw, _ := primitives.NewRWLock(b, "r3", annotate)
+			rw, _ := primitives.NewRWLock(clienttest.For(t, b), "r3", annotate)
 			return rw.TryRLock(ctx)
 		}},
 	}

@@ -72,16 +72,17 @@ type semaphore struct {
 // AcquireN takes several permits at once. A Semaphore is not fair: a
 // request for many permits can be overtaken by requests for fewer that
 // fit meanwhile; FairSemaphore keeps arrival order with weights.
-func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (Semaphore, error) {
-	s, err := newSemaphore(latchkit.KindSemaphore, b, name, limit, opts)
+func NewSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
+	s, err := newSemaphore(latchkit.KindSemaphore, cl, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func newSemaphore(kind latchkit.Kind, b backend.Backend, name string, limit int, opts []Option) (*semaphore, error) {
-	st, err := newSite(keyspace.SemLayout, kind, b, name, limit, opts)
+func newSemaphore(kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (*semaphore, error) {
+	b := cl.Backend()
+	st, err := newSite(keyspace.SemLayout, kind, cl, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +134,10 @@ func (s *semaphore) SetLimit(ctx context.Context, limit int) error {
 	if err := s.checkLimit(limit); err != nil {
 		return err
 	}
+	if err := s.cfg.begin(); err != nil {
+		return opErr("set_limit", s.kind, s.name, err)
+	}
+	defer s.cfg.end()
 	_, err := s.b.Eval(ctx, semLimit, s.keys[6:7], []string{strconv.Itoa(limit), s.cfg.retArg, s.channel})
 	if err != nil {
 		return opErr("set_limit", s.kind, s.name, keyErr(ctx, s.b, s.keys[6:7], err))

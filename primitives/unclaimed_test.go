@@ -9,6 +9,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/contracttest"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 
 	"github.com/redis/go-redis/v9"
@@ -53,7 +54,7 @@ func TestGrantNotHandedOverIsReleased(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "unclaimed-" + tc.name
-			m, err := primitives.NewMutex(b, name, primitives.WithTTL(10*time.Second), primitives.WithMiddleware(tc.mw))
+			m, err := primitives.NewMutex(clienttest.For(t, b), name, primitives.WithTTL(10*time.Second), primitives.WithMiddleware(tc.mw))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +64,7 @@ func TestGrantNotHandedOverIsReleased(t *testing.T) {
 					t.Fatalf("the middleware handed over a lease")
 				}
 			}()
-			other, _ := primitives.NewMutex(b, name, primitives.WithTTL(10*time.Second))
+			other, _ := primitives.NewMutex(clienttest.For(t, b), name, primitives.WithTTL(10*time.Second))
 			l, err := other.TryLock(context.Background())
 			if err != nil {
 				t.Fatalf("after a grant the middleware kept from its caller (%s), TryLock: %v, want the lock free", tc.name, err)

@@ -76,8 +76,14 @@ func (s *script) count() int {
 	return s.attempts
 }
 
+// loopConfig is the config of a primitive whose attempts are scripted
+// (its Client's backend is never called).
 func loopConfig(p retry.Policy) *config {
-	return &config{ttl: time.Second, retry: p, waiterTimeout: DefaultWaiterTimeout}
+	cl, err := NewClient(struct{ backend.Backend }{})
+	if err != nil {
+		panic(err)
+	}
+	return &config{cl: cl, cls: []*Client{cl}, ttl: time.Second, retry: p, waiterTimeout: DefaultWaiterTimeout}
 }
 
 func run(ctx context.Context, c *config, a acquisition) (latchkit.Lease, *latchkit.Request, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -74,7 +75,7 @@ type wrongTypeCase struct {
 	// :released): it may succeed, and must leave them be.
 	unread []int
 	// acquire makes the attempt: a lease (nil for a latch) or an error.
-	acquire func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error)
+	acquire func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error)
 }
 
 // annotated makes every acquisition carry an annotation, so that the
@@ -89,37 +90,37 @@ var annotated = primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.A
 func wrongTypeCases(prefix string) []wrongTypeCase {
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(time.Minute), annotated}
 	return []wrongTypeCase{
-		{"Mutex", keyspace.MutexLayout, "m", []int{1, 2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			m, _ := primitives.NewMutex(b, name, opts...)
+		{"Mutex", keyspace.MutexLayout, "m", []int{1, 2, 5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			m, _ := primitives.NewMutex(c, name, opts...)
 			return m.TryLock(ctx)
 		}},
-		{"Semaphore", keyspace.SemLayout, "s", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			s, _ := primitives.NewSemaphore(b, name, 2, opts...)
+		{"Semaphore", keyspace.SemLayout, "s", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			s, _ := primitives.NewSemaphore(c, name, 2, opts...)
 			return s.TryAcquire(ctx)
 		}},
-		{"RWLock/write", keyspace.RWLayout, "w", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			rw, _ := primitives.NewRWLock(b, name, opts...)
+		{"RWLock/write", keyspace.RWLayout, "w", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			rw, _ := primitives.NewRWLock(c, name, opts...)
 			return rw.TryLock(ctx)
 		}},
-		{"RWLock/read", keyspace.RWLayout, "r", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			rw, _ := primitives.NewRWLock(b, name, opts...)
+		{"RWLock/read", keyspace.RWLayout, "r", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			rw, _ := primitives.NewRWLock(c, name, opts...)
 			return rw.TryRLock(ctx)
 		}},
-		{"FairSemaphore", keyspace.FairLayout, "f", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			s, _ := primitives.NewFairSemaphore(b, name, 2, opts...)
+		{"FairSemaphore", keyspace.FairLayout, "f", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			s, _ := primitives.NewFairSemaphore(c, name, 2, opts...)
 			return s.TryAcquire(ctx)
 		}},
-		{"Latch/set", keyspace.LatchLayout, "l", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			l, _ := primitives.NewLatch(b, name, primitives.WithPrefix(prefix))
+		{"Latch/set", keyspace.LatchLayout, "l", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			l, _ := primitives.NewLatch(c, name, primitives.WithPrefix(prefix))
 			_, err := l.TrySetCount(ctx, 2)
 			return nil, err
 		}},
-		{"Latch/countdown", keyspace.LatchLayout, "d", nil, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			l, _ := primitives.NewLatch(b, name, primitives.WithPrefix(prefix))
+		{"Latch/countdown", keyspace.LatchLayout, "d", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			l, _ := primitives.NewLatch(c, name, primitives.WithPrefix(prefix))
 			return nil, l.CountDown(ctx)
 		}},
-		{"Election", keyspace.ElectionLayout, "e", []int{1, 2, 5, 6}, func(ctx context.Context, b backend.Backend, name string) (latchkit.Lease, error) {
-			e, _ := primitives.NewElection(b, name, opts...)
+		{"Election", keyspace.ElectionLayout, "e", []int{1, 2, 5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+			e, _ := primitives.NewElection(c, name, opts...)
 			return e.TryCampaign(ctx, "me")
 		}},
 	}
@@ -144,7 +145,7 @@ func TestWrongTypeKeyRefusedByName(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := primitives.RedisState(t, ctx, c, prefix+"*")
-				l, err := tc.acquire(ctx, b, tc.name)
+				l, err := tc.acquire(ctx, clienttest.For(t, b), tc.name)
 				if slices.Contains(tc.unread, i) {
 					if err != nil && !errors.Is(err, latchkit.ErrInvalid) {
 						t.Errorf("%s: %v", what, err)
@@ -199,39 +200,39 @@ func TestForeignLockKeyWithoutExpiry(t *testing.T) {
 			acquire func(ctx context.Context) (latchkit.Lease, error)
 		}{
 			{"Mutex/TryLock", mutexKey("m"), dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				m, _ := primitives.NewMutex(b, "m", opts...)
+				m, _ := primitives.NewMutex(clienttest.For(t, b), "m", opts...)
 				return m.TryLock(ctx)
 			}},
 			{"Mutex/Lock", mutexKey("m"), dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				m, _ := primitives.NewMutex(b, "m", opts...)
+				m, _ := primitives.NewMutex(clienttest.For(t, b), "m", opts...)
 				return m.Lock(ctx)
 			}},
 			{"MultiLock/TryLock", mutexKey("b"), dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				m, _ := primitives.NewMultiLock(b, []string{"a", "b", "c"}, opts...)
+				m, _ := primitives.NewMultiLock(clienttest.For(t, b), []string{"a", "b", "c"}, opts...)
 				return m.TryLock(ctx)
 			}},
 			{"MultiLock/Lock", mutexKey("b"), dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				m, _ := primitives.NewMultiLock(b, []string{"a", "b", "c"}, opts...)
+				m, _ := primitives.NewMultiLock(clienttest.For(t, b), []string{"a", "b", "c"}, opts...)
 				return m.Lock(ctx)
 			}},
 			{"Election/Campaign", keyspace.ElectionLayout.KeysOf(prefix, "e")[0], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				e, _ := primitives.NewElection(b, "e", opts...)
+				e, _ := primitives.NewElection(clienttest.For(t, b), "e", opts...)
 				return e.Campaign(ctx, "me")
 			}},
 			{"RWLock/TryLock", keyspace.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				rw, _ := primitives.NewRWLock(b, "w", opts...)
+				rw, _ := primitives.NewRWLock(clienttest.For(t, b), "w", opts...)
 				return rw.TryLock(ctx)
 			}},
 			{"RWLock/Lock", keyspace.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				rw, _ := primitives.NewRWLock(b, "w", opts...)
+				rw, _ := primitives.NewRWLock(clienttest.For(t, b), "w", opts...)
 				return rw.Lock(ctx)
 			}},
 			{"RWLock/RLock", keyspace.RWLayout.KeysOf(prefix, "w")[1], dbs[:1], func(ctx context.Context) (latchkit.Lease, error) {
-				rw, _ := primitives.NewRWLock(b, "w", opts...)
+				rw, _ := primitives.NewRWLock(clienttest.For(t, b), "w", opts...)
 				return rw.RLock(ctx)
 			}},
 			{"Redlock/Lock", mutexKey("r"), dbs, func(ctx context.Context) (latchkit.Lease, error) {
-				r, err := primitives.NewRedlock(rl, "r", opts...)
+				r, err := primitives.NewRedlock(clienttest.All(t, rl), "r", opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -29,7 +29,20 @@ func Example() {
 	}
 	defer pool.Close()
 
-	mu, err := primitives.NewMutex(redigo.New(pool), "invoice:42", primitives.WithTTL(5*time.Second))
+	// One Client per Redis, shared by the primitives made from it.
+	cl, err := primitives.NewClient(redigo.New(pool))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { // on shutdown: releases what is still held, stops its goroutines
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cl.Close(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
+
+	mu, err := primitives.NewMutex(cl, "invoice:42", primitives.WithTTL(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -85,6 +85,15 @@ func bench(ctx context.Context, c benchConfig, w io.Writer) (err error) {
 			err = fmt.Errorf("remove the benchmark's keys: %w", cerr)
 		}
 	}()
+	cl, err := primitives.NewClient(b)
+	if err != nil {
+		return err
+	}
+	defer func() { // before the keys go and the connections close
+		if cerr := closeClients(ctx, cl); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	sent := countSent(b)
 
 	fmt.Fprintln(w, "| scenario | what | lock+unlock/s | × floor | commands sent/op |")
@@ -97,7 +106,7 @@ func bench(ctx context.Context, c benchConfig, w io.Writer) (err error) {
 		if err != nil {
 			return fmt.Errorf("%s floor: %w", s.name, err)
 		}
-		mutex, err := uncontended(ctx, c.duration, s.g, sent, mutexOp(b, c.prefix, s.name+":mutex:"))
+		mutex, err := uncontended(ctx, c.duration, s.g, sent, mutexOp(cl, c.prefix, s.name+":mutex:"))
 		if err != nil {
 			return fmt.Errorf("%s Mutex: %w", s.name, err)
 		}
@@ -111,7 +120,7 @@ func bench(ctx context.Context, c benchConfig, w io.Writer) (err error) {
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, m := range []struct {
 		name string
-		mk   func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error)
+		mk   func(*primitives.Client, string, ...primitives.Option) (primitives.Mutex, error)
 	}{{"Mutex", primitives.NewMutex}, {"FairMutex", primitives.NewFairMutex}} {
 		r, err := contended(ctx, c, m.mk, do, "S3:"+m.name)
 		if err != nil {
@@ -184,10 +193,10 @@ func floorOp(b backend.Backend, do func(context.Context, ...string) (any, error)
 	}
 }
 
-// mutexOp is a latchkit Mutex, default options, TryLock+Release.
-func mutexOp(b backend.Backend, prefix, name string) func(context.Context, int64) error {
+// mutexOp is a latchkit Mutex of cl, default options, TryLock+Release.
+func mutexOp(cl *primitives.Client, prefix, name string) func(context.Context, int64) error {
 	return func(ctx context.Context, i int64) error {
-		m, err := primitives.NewMutex(b, name+strconv.FormatInt(i, 10), primitives.WithPrefix(prefix))
+		m, err := primitives.NewMutex(cl, name+strconv.FormatInt(i, 10), primitives.WithPrefix(prefix))
 		if err != nil {
 			return err
 		}
@@ -256,26 +265,45 @@ type contention struct {
 }
 
 // contended has c.clients separate clients loop on one key for
-// c.duration: wait for it, hold it for c.hold, release, wait again.
-func contended(ctx context.Context, c benchConfig, newMutex func(backend.Backend, string, ...primitives.Option) (primitives.Mutex, error),
-	do func(context.Context, ...string) (any, error), name string) (*contention, error) {
+// c.duration: wait for it, hold it for c.hold, release, wait again. Each
+// client has its own connections and its own latchkit Client.
+func contended(ctx context.Context, c benchConfig, newMutex func(*primitives.Client, string, ...primitives.Option) (primitives.Mutex, error),
+	do func(context.Context, ...string) (any, error), name string) (_ *contention, err error) {
 	type member struct {
 		m    primitives.Mutex
 		sent *atomic.Int64 // nil: not countable on this driver
 	}
+	var (
+		cls     []*primitives.Client
+		closers []func()
+	)
+	defer func() {
+		// The latchkit Clients first, while their connections are open.
+		if cerr := closeClients(ctx, cls...); cerr != nil && err == nil {
+			err = cerr
+		}
+		for _, closeFn := range closers {
+			closeFn()
+		}
+	}()
 	members := make([]member, c.clients)
 	for i := range members {
 		b, _, closeFn, err := c.client(ctx)
 		if err != nil {
 			return nil, err
 		}
-		defer closeFn()
+		closers = append(closers, closeFn)
+		cl, err := primitives.NewClient(b)
+		if err != nil {
+			return nil, err
+		}
+		cls = append(cls, cl)
 		sent := countSent(b)
 		// Warm up: a connection open, the scripts loaded.
-		if err := mutexOp(b, c.prefix, name+":warm:")(ctx, int64(i)); err != nil {
+		if err := mutexOp(cl, c.prefix, name+":warm:")(ctx, int64(i)); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
-		m, err := newMutex(b, name, primitives.WithPrefix(c.prefix))
+		m, err := newMutex(cl, name, primitives.WithPrefix(c.prefix))
 		if err != nil {
 			return nil, err
 		}

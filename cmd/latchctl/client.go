@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -13,6 +15,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	"github.com/latchkit/latchkit/primitives"
 )
 
 // target is where latchctl connects: -addr, or an embedded miniredis.
@@ -121,4 +124,31 @@ func (t *target) close() {
 		t.mini.Close()
 	}
 	driverLog.to(nil) // a pool's goroutines still running print nothing more
+}
+
+// closeTimeout bounds closeClients: releasing what a Client still holds
+// and ending its subscription take a round trip each, and a server that
+// stopped answering must not keep latchctl from exiting (a lease not
+// released by then expires with its TTL).
+const closeTimeout = 5 * time.Second
+
+// closeClients closes the primitives' Clients, together, within
+// closeTimeout, even after ctx ended (Ctrl-C): what they still hold is
+// released rather than left to expire, and their goroutines are gone when
+// it returns. Call it before the backends' own clients close.
+func closeClients(ctx context.Context, cls ...*primitives.Client) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	errs := make([]error, len(cls))
+	var wg sync.WaitGroup
+	for i, cl := range cls {
+		if cl != nil {
+			wg.Go(func() { errs[i] = cl.Close(ctx) })
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close latchkit client: %w", err)
+	}
+	return nil
 }

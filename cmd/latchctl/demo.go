@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -138,9 +137,10 @@ func (r *report) print(w io.Writer) {
 	}
 }
 
-// trader is one client of the market, as one process would be.
+// client is one client of the market, as one process would be: its own
+// connections, and the latchkit Client its traders' primitives share.
 type client struct {
-	b  backend.Backend
+	cl *primitives.Client
 	do func(context.Context, ...string) (any, error)
 }
 
@@ -161,7 +161,7 @@ type market struct {
 
 const startFunds = 1000
 
-func demo(ctx context.Context, cfg demoConfig) (*report, error) {
+func demo(ctx context.Context, cfg demoConfig) (rep *report, err error) {
 	if err := cfg.target.open(); err != nil {
 		return nil, err
 	}
@@ -169,15 +169,36 @@ func demo(ctx context.Context, cfg demoConfig) (*report, error) {
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	m := &market{cfg: cfg, p: "demo:" + hex.EncodeToString(id[:]) + ":", users: cfg.traders, fences: map[string][]int64{}}
+	var (
+		cls     []*primitives.Client
+		closers []func()
+	)
+	defer func() {
+		// The latchkit Clients first: they release what they still hold
+		// and end their goroutines while their connections are open.
+		if cerr := closeClients(ctx, cls...); cerr != nil && err == nil {
+			rep, err = nil, cerr
+		}
+		if len(m.clients) > 0 {
+			m.cleanup()
+		}
+		for _, closeFn := range closers {
+			closeFn()
+		}
+	}()
 	for i := 0; i < cfg.clients; i++ {
 		b, do, closeFn, err := cfg.target.client(ctx)
 		if err != nil {
 			return nil, err
 		}
-		defer closeFn()
-		m.clients = append(m.clients, client{b, do})
+		closers = append(closers, closeFn)
+		cl, err := primitives.NewClient(b)
+		if err != nil {
+			return nil, err
+		}
+		cls = append(cls, cl)
+		m.clients = append(m.clients, client{cl, do})
 	}
-	defer m.cleanup()
 	if err := m.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -312,11 +333,11 @@ func (m *market) fault(format string, a ...any) {
 func (m *market) trade(ctx context.Context, me int) error {
 	c := m.clients[me%len(m.clients)]
 	rng := mrand.New(mrand.NewPCG(m.cfg.seed, uint64(me)+1))
-	prices, err := primitives.NewRWLock(c.b, "prices", m.opts()...)
+	prices, err := primitives.NewRWLock(c.cl, "prices", m.opts()...)
 	if err != nil {
 		return err
 	}
-	checkout, err := primitives.NewSemaphore(c.b, "checkout", m.cfg.checkout, m.opts()...)
+	checkout, err := primitives.NewSemaphore(c.cl, "checkout", m.cfg.checkout, m.opts()...)
 	if err != nil {
 		return err
 	}
@@ -397,7 +418,7 @@ func (m *market) buy(ctx context.Context, c client, rng *mrand.Rand, me int, pri
 		names = nil
 	}
 	for _, name := range names {
-		mu, err := primitives.NewMutex(c.b, name, m.opts()...)
+		mu, err := primitives.NewMutex(c.cl, name, m.opts()...)
 		if err != nil {
 			return err
 		}
@@ -479,7 +500,7 @@ func (m *market) list(ctx context.Context, c client, rng *mrand.Rand, me int) (e
 		return err
 	}
 	item := fmt.Sprint(v)
-	mu, err := primitives.NewMutex(c.b, "item:"+item, m.opts()...)
+	mu, err := primitives.NewMutex(c.cl, "item:"+item, m.opts()...)
 	if err != nil {
 		return err
 	}
@@ -512,7 +533,7 @@ func (m *market) list(ctx context.Context, c client, rng *mrand.Rand, me int) (e
 // reprice rewrites every price under the write lease, now and then.
 func (m *market) reprice(ctx context.Context) error {
 	c := m.clients[0]
-	rw, err := primitives.NewRWLock(c.b, "prices", m.opts()...)
+	rw, err := primitives.NewRWLock(c.cl, "prices", m.opts()...)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -128,7 +129,7 @@ func holderLine(t *testing.T, out, role string, l latchkit.Lease) string {
 func TestInspectMutex(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "orders", holdOpts...))
+	m := must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), "orders", holdOpts...))
 	if err := must[latchkit.Lease](t)(m.Lock(ctx)).Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestInspectMutex(t *testing.T) {
 func TestInspectRWLock(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	rw := must[primitives.RWLock](t)(primitives.NewRWLock(e.b, "doc", holdOpts...))
+	rw := must[primitives.RWLock](t)(primitives.NewRWLock(clienttest.For(t, e.b), "doc", holdOpts...))
 	r1 := must[latchkit.Lease](t)(rw.RLock(ctx))
 	r2 := must[latchkit.Lease](t)(rw.RLock(ctx))
 	base := keyspace.KeyBase("latch:", "doc") + ":rw"
@@ -253,7 +254,7 @@ func TestInspectRWLock(t *testing.T) {
 func TestInspectSemaphores(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, "pool", 3, holdOpts...))
+	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(clienttest.For(t, e.b), "pool", 3, holdOpts...))
 	h1 := must[latchkit.Lease](t)(sem.Acquire(ctx))
 	h2 := must[latchkit.Lease](t)(sem.Acquire(ctx))
 	defer h1.Release(ctx)
@@ -270,7 +271,7 @@ func TestInspectSemaphores(t *testing.T) {
 	}
 
 	// The same name as a FairSemaphore of one permit, with a waiter.
-	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 1, holdOpts...))
+	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(clienttest.For(t, e.b), "pool", 1, holdOpts...))
 	f1 := must[latchkit.Lease](t)(fair.Acquire(ctx))
 	defer f1.Release(ctx)
 	base := keyspace.KeyBase("latch:", "pool") + ":fair"
@@ -314,25 +315,25 @@ func TestList(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	odd := "a{b}%c" // escaped in its keys
-	m := must[primitives.Mutex](t)(primitives.NewMutex(e.b, odd, holdOpts...))
+	m := must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), odd, holdOpts...))
 	l := must[latchkit.Lease](t)(m.Lock(ctx))
 	defer l.Release(ctx)
-	freed := must[latchkit.Lease](t)(must[primitives.Mutex](t)(primitives.NewMutex(e.b, "freed", holdOpts...)).Lock(ctx))
+	freed := must[latchkit.Lease](t)(must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), "freed", holdOpts...)).Lock(ctx))
 	if err := freed.Release(ctx); err != nil { // its fence counter stays
 		t.Fatal(err)
 	}
-	rw := must[primitives.RWLock](t)(primitives.NewRWLock(e.b, "doc", holdOpts...))
+	rw := must[primitives.RWLock](t)(primitives.NewRWLock(clienttest.For(t, e.b), "doc", holdOpts...))
 	defer must[latchkit.Lease](t)(rw.RLock(ctx)).Release(ctx)
 	defer must[latchkit.Lease](t)(rw.RLock(ctx)).Release(ctx)
-	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, "pool", 5, holdOpts...))
+	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(clienttest.For(t, e.b), "pool", 5, holdOpts...))
 	defer must[latchkit.Lease](t)(sem.Acquire(ctx)).Release(ctx)
-	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 5, holdOpts...))
+	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(clienttest.For(t, e.b), "pool", 5, holdOpts...))
 	defer must[latchkit.Lease](t)(fair.Acquire(ctx)).Release(ctx)
-	gate := must[primitives.Latch](t)(primitives.NewLatch(e.b, "gate"))
+	gate := must[primitives.Latch](t)(primitives.NewLatch(clienttest.For(t, e.b), "gate"))
 	if ok, err := gate.TrySetCount(ctx, 2); !ok || err != nil {
 		t.Fatalf("TrySetCount: %v, %v", ok, err)
 	}
-	other := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "elsewhere", append(holdOpts, primitives.WithPrefix("latch:x:"))...))
+	other := must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), "elsewhere", append(holdOpts, primitives.WithPrefix("latch:x:"))...))
 	defer must[latchkit.Lease](t)(other.Lock(ctx)).Release(ctx)
 	// Filler: 2500 keys under the prefix that no primitive made.
 	args := []any{"MSET", "latch:{doc}:unknown", "x", "other:{y}", "x"}
@@ -379,7 +380,7 @@ func (e *env) dumps(t *testing.T, pattern string) map[string]string {
 func TestReleaseRefuses(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	m := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "stuck", holdOpts...))
+	m := must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), "stuck", holdOpts...))
 	l := must[latchkit.Lease](t)(m.Lock(ctx))
 	defer l.Release(ctx)
 	before := e.dumps(t, "*")
@@ -422,16 +423,16 @@ func TestReleaseForce(t *testing.T) {
 		build func(name string) acquirer
 	}{
 		{"mutex", func(name string) acquirer {
-			return must[primitives.Mutex](t)(primitives.NewMutex(e.b, name, holdOpts...)).Lock
+			return must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), name, holdOpts...)).Lock
 		}},
 		{"rwlock", func(name string) acquirer {
-			return must[primitives.RWLock](t)(primitives.NewRWLock(e.b, name, holdOpts...)).Lock
+			return must[primitives.RWLock](t)(primitives.NewRWLock(clienttest.For(t, e.b), name, holdOpts...)).Lock
 		}},
 		{"semaphore", func(name string) acquirer {
-			return must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, name, 1, holdOpts...)).Acquire
+			return must[primitives.Semaphore](t)(primitives.NewSemaphore(clienttest.For(t, e.b), name, 1, holdOpts...)).Acquire
 		}},
 		{"fair_semaphore", func(name string) acquirer {
-			return must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, name, 1, holdOpts...)).Acquire
+			return must[primitives.Semaphore](t)(primitives.NewFairSemaphore(clienttest.For(t, e.b), name, 1, holdOpts...)).Acquire
 		}},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
@@ -560,7 +561,7 @@ func TestInspectBadInput(t *testing.T) {
 func TestInspectLatch(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	l := must[primitives.Latch](t)(primitives.NewLatch(e.b, "shards"))
+	l := must[primitives.Latch](t)(primitives.NewLatch(clienttest.For(t, e.b), "shards"))
 	if ok, err := l.TrySetCount(ctx, 8); !ok || err != nil {
 		t.Fatalf("TrySetCount: %v, %v", ok, err)
 	}
@@ -610,7 +611,7 @@ func TestReleaseForceLatch(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l := must[primitives.Latch](t)(primitives.NewLatch(e.b, "stuck"))
+	l := must[primitives.Latch](t)(primitives.NewLatch(clienttest.For(t, e.b), "stuck"))
 	if ok, err := l.TrySetCount(ctx, 3); !ok || err != nil {
 		t.Fatalf("TrySetCount: %v, %v", ok, err)
 	}

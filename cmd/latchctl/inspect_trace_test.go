@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
 )
@@ -24,10 +25,10 @@ func TestInspectShowsTracedHolder(t *testing.T) {
 	opts := append([]primitives.Option{primitives.WithMiddleware(middleware.Tracing(middleware.WithTracerProvider(tp)))}, holdOpts...)
 	ctx := context.Background()
 
-	mu := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "traced", opts...))
+	mu := must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), "traced", opts...))
 	ml := must[latchkit.Lease](t)(mu.Lock(ctx))
 	defer ml.Release(ctx)
-	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, "traced", 2, opts...))
+	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(clienttest.For(t, e.b), "traced", 2, opts...))
 	sl := must[latchkit.Lease](t)(sem.Acquire(ctx))
 	defer sl.Release(ctx)
 

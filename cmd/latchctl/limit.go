@@ -39,18 +39,27 @@ func runLimit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *kindFlag != "" && !ok {
 		return fmt.Errorf("%w: -kind %q: want semaphore or fair_semaphore", errUsage, *kindFlag)
 	}
-	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
+	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) (err error) {
 		if kind == "" {
 			if kind, err = semKindOf(ctx, b, o.prefix, name); err != nil {
 				return err
 			}
 		}
+		cl, err := primitives.NewClient(b)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := closeClients(ctx, cl); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 		opts := []primitives.Option{primitives.WithPrefix(o.prefix), primitives.WithRetention(*retention)}
 		var s primitives.Semaphore
 		if kind == fairSemKind {
-			s, err = primitives.NewFairSemaphore(b, name, n, opts...)
+			s, err = primitives.NewFairSemaphore(cl, name, n, opts...)
 		} else {
-			s, err = primitives.NewSemaphore(b, name, n, opts...)
+			s, err = primitives.NewSemaphore(cl, name, n, opts...)
 		}
 		if err == nil {
 			err = s.SetLimit(ctx, n)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -25,7 +26,7 @@ func TestLimit(t *testing.T) {
 				newSem = primitives.NewFairSemaphore
 			}
 			name := "pool-" + kind
-			s := must[primitives.Semaphore](t)(newSem(e.b, name, 2, holdOpts...))
+			s := must[primitives.Semaphore](t)(newSem(clienttest.For(t, e.b), name, 2, holdOpts...))
 			l := must[latchkit.Lease](t)(s.TryAcquireN(ctx, 2))
 			defer l.Release(ctx)
 			if _, err := s.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
@@ -72,7 +73,7 @@ func TestInspectElection(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	el := must[primitives.Election](t)(primitives.NewElection(e.b, "scheduler", holdOpts...))
+	el := must[primitives.Election](t)(primitives.NewElection(clienttest.For(t, e.b), "scheduler", holdOpts...))
 	lead := must[latchkit.Lease](t)(el.Campaign(ctx, "pod-7"))
 	defer lead.Release(context.Background())
 	go el.Campaign(ctx, "pod-3") //nolint:errcheck // ends with ctx

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -85,10 +86,10 @@ func TestListSaysNothingFound(t *testing.T) {
 func TestKindVocabulary(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(e.b, "pool", 2, holdOpts...))
-	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(e.b, "slots", 2, holdOpts...))
-	rw := must[primitives.RWLock](t)(primitives.NewRWLock(e.b, "doc", holdOpts...))
-	mu := must[primitives.Mutex](t)(primitives.NewMutex(e.b, "m", holdOpts...))
+	fair := must[primitives.Semaphore](t)(primitives.NewFairSemaphore(clienttest.For(t, e.b), "pool", 2, holdOpts...))
+	sem := must[primitives.Semaphore](t)(primitives.NewSemaphore(clienttest.For(t, e.b), "slots", 2, holdOpts...))
+	rw := must[primitives.RWLock](t)(primitives.NewRWLock(clienttest.For(t, e.b), "doc", holdOpts...))
+	mu := must[primitives.Mutex](t)(primitives.NewMutex(clienttest.For(t, e.b), "m", holdOpts...))
 	for _, acquire := range []func(context.Context) (interface{ Release(context.Context) error }, error){
 		func(ctx context.Context) (interface{ Release(context.Context) error }, error) {
 			return fair.Acquire(ctx)

@@ -13,13 +13,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // warmElection runs every Election script once (see rig.warm).
-func warmElection(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	e, err := primitives.NewElection(b, "w", o...)
+func warmElection(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	e, err := primitives.NewElection(cl, "w", o...)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func TestModelElection(t *testing.T) {
 		prefix, ttl, ls, pn, opts := r.leaseSession(t)
 		var els []primitives.Election
 		for _, c := range r.clients {
-			e, err := primitives.NewElection(c.b, "e", opts...)
+			e, err := primitives.NewElection(clienttest.For(t, c.b), "e", opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -28,11 +29,11 @@ import (
 func latchPair(t *testing.T, r *rig, c int) (mine, other primitives.Latch) {
 	prefix := r.begin()
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithRetention(retention)}
-	mine, err := primitives.NewLatch(r.clients[c].b, "l", opts...)
+	mine, err := primitives.NewLatch(clienttest.For(t, r.clients[c].b), "l", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err = primitives.NewLatch(r.clients[(c+1)%len(r.clients)].b, "l", opts...)
+	other, err = primitives.NewLatch(clienttest.For(t, r.clients[(c+1)%len(r.clients)].b), "l", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

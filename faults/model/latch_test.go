@@ -14,12 +14,13 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // warmLatch runs every Latch script once (see rig.warm).
-func warmLatch(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	l, err := primitives.NewLatch(b, "w", o...)
+func warmLatch(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	l, err := primitives.NewLatch(cl, "w", o...)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func TestModelLatch(t *testing.T) {
 		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithRetention(retention), primitives.WithMiddleware(pn.mw)}
 		var lts []primitives.Latch
 		for _, c := range r.clients {
-			l, err := primitives.NewLatch(c.b, "l", opts...)
+			l, err := primitives.NewLatch(clienttest.For(t, c.b), "l", opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -74,6 +74,7 @@ import (
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/faultproxy"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/leakcheck"
@@ -264,15 +265,16 @@ func (r *rig) servers() []*miniredis.Miniredis {
 // server has each script cached: a lost reply must be that of a script
 // that ran, not of the NOSCRIPT answer to its EVALSHA (the resend would
 // get NOSCRIPT again, and the script would never run).
-func (r *rig) warm(t *testing.T, calls func(ctx context.Context, b backend.Backend, opts []primitives.Option) error) {
+func (r *rig) warm(t *testing.T, calls func(ctx context.Context, cl *primitives.Client, opts []primitives.Option) error) {
 	r.warmOn(t, 0, calls)
 }
 
-// warmOn is warm on the i-th server.
-func (r *rig) warmOn(t *testing.T, i int, calls func(ctx context.Context, b backend.Backend, opts []primitives.Option) error) {
+// warmOn is warm on the i-th server, through the first client's
+// connection to it (a primitives.Client of t's over it).
+func (r *rig) warmOn(t *testing.T, i int, calls func(ctx context.Context, cl *primitives.Client, opts []primitives.Option) error) {
 	ctx, cancel := ctxFor(callTimeout)
 	defer cancel()
-	if err := calls(ctx, r.clients[0].backends()[i], []primitives.Option{primitives.WithPrefix("warm:"), primitives.WithAutoExtend(false)}); err != nil {
+	if err := calls(ctx, clienttest.For(t, r.clients[0].backends()[i]), []primitives.Option{primitives.WithPrefix("warm:"), primitives.WithAutoExtend(false)}); err != nil {
 		t.Fatalf("warm-up: %v", err)
 	}
 }

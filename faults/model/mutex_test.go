@@ -9,7 +9,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -325,8 +324,8 @@ func (ls *leases) actions(ttl time.Duration) map[string]func(*rapid.T) {
 }
 
 // warmMutex runs every Mutex script once (see rig.warm).
-func warmMutex(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	mu, err := primitives.NewMutex(b, "w", o...)
+func warmMutex(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	mu, err := primitives.NewMutex(cl, "w", o...)
 	if err != nil {
 		return err
 	}

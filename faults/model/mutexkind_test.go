@@ -14,7 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/primitives"
@@ -29,7 +29,9 @@ type mutexKind struct {
 	warm func(t *testing.T, r *rig)
 	// ttls: the TTLs drawn (nil: leaseSession's, MinTTL included).
 	ttls []time.Duration
-	new  func(r *rig, c int, opts []primitives.Option) (primitives.Mutex, error)
+	// new makes client c's primitive, over t's primitives.Client(s) of
+	// that client's connection(s): each client is a process of its own.
+	new func(t *rapid.T, r *rig, c int, opts []primitives.Option) (primitives.Mutex, error)
 	// names: the names client c's primitive takes (its fences are per
 	// name).
 	names func(c int) []string
@@ -85,14 +87,14 @@ var multiNames = [][]string{{"a", "b"}, {"b", "c"}, {"a", "b", "c"}, {"b"}}
 
 var mutexKinds = []mutexKind{
 	{name: "Mutex", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmMutex) }, names: one,
-		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
-			return primitives.NewMutex(r.clients[c].b, "m", o...)
+		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewMutex(clienttest.For(t, r.clients[c].b), "m", o...)
 		},
 		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
 		width: func(*rig, int) int { return 1 }, exactHint: true},
 	{name: "FairMutex", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmFairMutex) }, names: one,
-		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
-			return primitives.NewFairMutex(r.clients[c].b, "m", o...)
+		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewFairMutex(clienttest.For(t, r.clients[c].b), "m", o...)
 		},
 		held: func(r *rig, p string) map[string][]time.Duration {
 			keys := keyspace.FairLayout.KeysOf(p, "m")
@@ -108,11 +110,11 @@ var mutexKinds = []mutexKind{
 		width: func(*rig, int) int { return 1 }},
 	{name: "MultiLock", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmMulti) },
 		names: func(c int) []string { return multiNames[c%len(multiNames)] },
-		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
 			if n := multiNames[c%len(multiNames)]; len(n) > 1 {
-				return primitives.NewMultiLock(r.clients[c].b, n, o...)
+				return primitives.NewMultiLock(clienttest.For(t, r.clients[c].b), n, o...)
 			}
-			return primitives.NewMutex(r.clients[c].b, "b", o...)
+			return primitives.NewMutex(clienttest.For(t, r.clients[c].b), "b", o...)
 		},
 		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "a", "b", "c") },
 		width: func(_ *rig, c int) int { return len(multiNames[c%len(multiNames)]) }, exactHint: true},
@@ -123,8 +125,8 @@ var mutexKinds = []mutexKind{
 			}
 		},
 		names: one,
-		new: func(r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
-			return primitives.NewRedlock(r.clients[c].backends(), "m", o...)
+		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+			return primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", o...)
 		},
 		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
 		width: func(r *rig, _ int) int { return len(r.servers()) }, quorum: 2, exactHint: true, stragglers: true,
@@ -132,8 +134,8 @@ var mutexKinds = []mutexKind{
 }
 
 // warmFairMutex runs every FairMutex script once (see rig.warm).
-func warmFairMutex(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	mu, err := primitives.NewFairMutex(b, "w", o...)
+func warmFairMutex(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	mu, err := primitives.NewFairMutex(cl, "w", o...)
 	if err != nil {
 		return err
 	}
@@ -141,15 +143,15 @@ func warmFairMutex(ctx context.Context, b backend.Backend, o []primitives.Option
 }
 
 // warmMulti runs every MultiLock and Mutex script once (see rig.warm).
-func warmMulti(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	mu, err := primitives.NewMultiLock(b, []string{"w1", "w2"}, o...)
+func warmMulti(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	mu, err := primitives.NewMultiLock(cl, []string{"w1", "w2"}, o...)
 	if err != nil {
 		return err
 	}
 	if err := warmLock(ctx, mu); err != nil {
 		return err
 	}
-	return warmMutex(ctx, b, o)
+	return warmMutex(ctx, cl, o)
 }
 
 // warmLock runs each call of mu once.
@@ -201,7 +203,7 @@ func testMutex(t *testing.T, k mutexKind) {
 		}
 		var mus []primitives.Mutex
 		for c := range r.clients {
-			mu, err := k.new(r, c, opts)
+			mu, err := k.new(t, r, c, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -44,7 +45,7 @@ func TestModelReentrantMutex(t *testing.T) {
 		var mus []primitives.Mutex
 		var owners []context.Context
 		for c := range r.clients {
-			mu, err := primitives.NewReentrantMutex(r.clients[c].b, "m", opts...)
+			mu, err := primitives.NewReentrantMutex(clienttest.For(t, r.clients[c].b), "m", opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

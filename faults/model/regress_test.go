@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/contracttest"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -41,8 +42,8 @@ func TestRegressRetriedMutexRelease(t *testing.T) {
 	r.warm(t, warmMutex)
 	prefix := r.begin()
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false)}
-	a, _ := primitives.NewMutex(r.clients[0].b, "m", opts...)
-	b, _ := primitives.NewMutex(r.clients[1].b, "m", opts...)
+	a, _ := primitives.NewMutex(clienttest.For(t, r.clients[0].b), "m", opts...)
+	b, _ := primitives.NewMutex(clienttest.For(t, r.clients[1].b), "m", opts...)
 	ctx := context.Background()
 	la, err := a.TryLock(ctx)
 	if err != nil {
@@ -80,12 +81,12 @@ func TestRegressPanicAfterGrant(t *testing.T) {
 	}
 	const ttl = 100 * time.Millisecond
 	pn := &panicker{}
-	mu, _ := primitives.NewMutex(r.clients[0].b, "p", primitives.WithTTL(ttl), primitives.WithMiddleware(pn.mw))
+	mu, _ := primitives.NewMutex(clienttest.For(t, r.clients[0].b), "p", primitives.WithTTL(ttl), primitives.WithMiddleware(pn.mw))
 	pn.set("after")
 	if !recovered(func() { _, _ = mu.TryLock(context.Background()) }) {
 		t.Fatal("the middleware did not panic")
 	}
-	other, _ := primitives.NewMutex(r.clients[0].b, "p", primitives.WithTTL(ttl))
+	other, _ := primitives.NewMutex(clienttest.For(t, r.clients[0].b), "p", primitives.WithTTL(ttl))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*ttl)
 	defer cancel()
 	l, err := other.Lock(ctx)
@@ -112,7 +113,7 @@ func TestFairSetLimitPausedWaiter(t *testing.T) {
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(10 * time.Second)}
 	sems := make([]primitives.Semaphore, 3)
 	for i := range sems {
-		sems[i], _ = primitives.NewFairSemaphore(r.clients[i].b, "f", 6, opts...)
+		sems[i], _ = primitives.NewFairSemaphore(clienttest.For(t, r.clients[i].b), "f", 6, opts...)
 	}
 	ctx := context.Background()
 	keys := keyspace.FairLayout.KeysOf(prefix, "f")
@@ -188,8 +189,8 @@ func TestRegressRedlockSlowInstanceNotDeadline(t *testing.T) {
 	r := newRigOf(t, 3)
 	prefix := r.begin()
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(time.Second)}
-	a, _ := primitives.NewRedlock(r.clients[0].backends(), "m", opts...)
-	b, _ := primitives.NewRedlock(r.clients[1].backends(), "m", opts...)
+	a, _ := primitives.NewRedlock(clienttest.All(t, r.clients[0].backends()), "m", opts...)
+	b, _ := primitives.NewRedlock(clienttest.All(t, r.clients[1].backends()), "m", opts...)
 	ctx := context.Background()
 	la, err := a.TryLock(ctx)
 	if err != nil {
@@ -223,8 +224,8 @@ func TestRegressRedlockLateCopyOnMinority(t *testing.T) {
 func redlockLateCopyOnMinority(t *testing.T, r *rig, c int) {
 	prefix := r.begin()
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(10 * time.Second)}
-	a, _ := primitives.NewRedlock(r.clients[(c+1)%len(r.clients)].backends(), "m", opts...)
-	b, _ := primitives.NewRedlock(r.clients[c].backends(), "m", opts...)
+	a, _ := primitives.NewRedlock(clienttest.All(t, r.clients[(c+1)%len(r.clients)].backends()), "m", opts...)
+	b, _ := primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", opts...)
 	ctx := context.Background()
 	la, err := a.TryLock(ctx)
 	if err != nil {

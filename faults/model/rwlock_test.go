@@ -11,13 +11,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // warmRW runs every RWLock script once (see rig.warm).
-func warmRW(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	rw, err := primitives.NewRWLock(b, "w", o...)
+func warmRW(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	rw, err := primitives.NewRWLock(cl, "w", o...)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func TestModelRWLock(t *testing.T) {
 		prefix, ttl, ls, pn, opts := r.leaseSession(t)
 		var rws []primitives.RWLock
 		for _, c := range r.clients {
-			rw, err := primitives.NewRWLock(c.b, "rw", opts...)
+			rw, err := primitives.NewRWLock(clienttest.For(t, c.b), "rw", opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

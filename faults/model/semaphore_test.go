@@ -12,7 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -21,7 +21,7 @@ import (
 // stored limit out of Redis.
 type semKind struct {
 	name    string
-	new     func(b backend.Backend, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
+	new     func(cl *primitives.Client, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
 	layout  keyspace.Layout
 	holders func(r *rig, keys []string) map[string]int64
 	// exactHint: a refused Try's wait hint is the earliest holder's
@@ -65,9 +65,9 @@ func weightsKey(k semKind, keys []string) string {
 // limitKey is the stored limit: the last key of both layouts.
 func limitKey(keys []string) string { return keys[len(keys)-1] }
 
-func warmSem(k semKind) func(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-	return func(ctx context.Context, b backend.Backend, o []primitives.Option) error {
-		s, err := k.new(b, "w", 2, o...)
+func warmSem(k semKind) func(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+	return func(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
+		s, err := k.new(cl, "w", 2, o...)
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func testSemaphore(t *testing.T, k semKind) {
 		limit := rapid.IntRange(1, 4).Draw(t, "limit")
 		var sems []primitives.Semaphore
 		for _, c := range r.clients {
-			s, err := k.new(c.b, "s", limit, opts...)
+			s, err := k.new(clienttest.For(t, c.b), "s", limit, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

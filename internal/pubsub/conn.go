@@ -19,7 +19,7 @@ func (h *Hub) enqueueLocked(o op) {
 	h.ops = append(h.ops, o)
 	if !h.working {
 		h.working = true
-		go h.work()
+		h.wg.Go(h.work)
 	}
 }
 
@@ -107,7 +107,7 @@ func (h *Hub) connect() {
 		}
 		h.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 		sub, err := h.b.Subscribe(ctx, backend.Handler{
 			Message: h.deliver,
 			Dropped: func(err error) { h.dropped(gen, err) },
@@ -182,7 +182,11 @@ func (h *Hub) connect() {
 			return
 		}
 		t := time.NewTimer(b.NextBackOff())
-		<-t.C
+		select {
+		case <-t.C:
+		case <-h.ctx.Done():
+			t.Stop()
+		}
 	}
 }
 
@@ -211,13 +215,13 @@ func (h *Hub) dropped(gen uint64, err error) {
 	}
 	if !h.closed && len(h.channels) > 0 && !h.dialing {
 		h.dialing = true
-		go h.connect()
+		h.wg.Go(h.connect)
 	}
 	idle := len(h.channels) == 0 && !h.dialing && !h.working
 	h.mu.Unlock()
 	// Close from another goroutine: we run on the receive loop that Close
 	// waits for.
-	go func() { _ = sub.Close() }()
+	h.wg.Go(func() { _ = sub.Close() })
 	if idle && h.onIdle != nil {
 		h.onIdle(h)
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 )
 
-// DefaultLinger is how long a shared Hub keeps a channel subscribed, and
+// DefaultLinger is how long a Client's Hub keeps a channel subscribed, and
 // then its connection open, after the channel's last waiter left.
 const DefaultLinger = 10 * time.Second
 
@@ -47,6 +47,11 @@ type Hub struct {
 	lost     error  // set when the subscription being dialed dropped before connect() installed it
 	closed   bool
 	sweep    *time.Timer // unsubscribes channels that lingered long enough; nil when not armed
+
+	// ctx ends at Close: it cuts short a dial and the pause between two.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the Hub's goroutines: work, connect, closing a dropped subscription
 }
 
 type channel struct {
@@ -69,12 +74,13 @@ type op struct {
 	gen   uint64
 }
 
-// NewHub returns a Hub for b. Most users never call it: NewWake finds
-// the process's shared Hub for a backend by itself (see For). A Hub made
-// here is private to the caller, who must Close it. Only WithLinger applies
-// (default 0: a channel is unsubscribed as soon as its last waiter leaves).
+// NewHub returns a Hub for b, which its maker must Close (or Shutdown).
+// Only WithLinger applies (default 0: a channel is unsubscribed as soon as
+// its last waiter leaves; a primitives.Client's Hub lingers DefaultLinger).
 func NewHub(b backend.Backend, opts ...Option) *Hub {
-	return &Hub{b: b, channels: map[string]*channel{}, linger: newConfig(opts, 0).linger}
+	h := &Hub{b: b, channels: map[string]*channel{}, linger: newConfig(opts, 0).linger}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
 }
 
 // Waiter is one waiting acquisition's registration with a Hub: the channels
@@ -170,7 +176,7 @@ func (h *Hub) registerLocked(id string, heard func(string, string), channels []s
 	switch {
 	case h.sub == nil && !h.dialing:
 		h.dialing = true
-		go h.connect()
+		h.wg.Go(h.connect)
 	case len(fresh) > 0:
 		h.enqueueLocked(op{add: true, names: fresh, chans: freshChans, gen: h.gen})
 	}
@@ -353,10 +359,12 @@ func (h *Hub) dropIdleLocked() {
 }
 
 // Close closes the Hub's subscription and wakes its waiters, which fall back
-// to their timers. Only Hubs made by NewHub need closing.
+// to their timers. It does not wait for the Hub's goroutines (Shutdown
+// does).
 func (h *Hub) Close() error {
 	h.mu.Lock()
 	h.closed = true
+	h.cancel()
 	if h.sweep != nil {
 		h.sweep.Stop()
 		h.sweep = nil
@@ -381,4 +389,31 @@ func (h *Hub) detachLocked() backend.Subscription {
 	h.healthy = false
 	h.gen++
 	return sub
+}
+
+// Shutdown closes the Hub and waits for its goroutines to end.
+func (h *Hub) Shutdown() {
+	_ = h.Close()
+	h.wg.Wait()
+}
+
+// JoinLive joins h only if every channel is already subscribed on its live
+// subscription (a lingering channel, or one another waiter uses): it
+// returns nil otherwise, and subscribes nothing. It never waits for the
+// network, so a caller can join before its first attempt: a release during
+// that attempt then wakes it, and it need not attempt again at once after
+// subscribing.
+func (h *Hub) JoinLive(id string, channels []string) *Waiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.healthy || h.closed {
+		return nil
+	}
+	for _, name := range channels {
+		if !h.chanLiveLocked(name) {
+			return nil
+		}
+	}
+	w, _ := h.registerLocked(id, nil, channels) // every channel is live: nothing to subscribe
+	return w
 }

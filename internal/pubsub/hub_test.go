@@ -41,9 +41,9 @@ type faultBackend struct {
 	failing    int   // fail this many more Subscribe calls; -1 fails them all
 	failErr    error // what a failing Subscribe returns
 	subs       []*faultSub
-	// beforeSubscribe, when set, runs first in every Subscribe call; n
-	// counts the calls from 1.
-	beforeSubscribe func(n int)
+	// beforeSubscribe, when set, runs first in every Subscribe call, with
+	// the call's ctx; n counts the calls from 1.
+	beforeSubscribe func(ctx context.Context, n int)
 	// beforeAdd and afterAdd, when set, run around every Add of every
 	// subscription; n counts the Adds of that subscription from 1.
 	beforeAdd func(s *faultSub, n int, channels []string)
@@ -60,7 +60,7 @@ func (f *faultBackend) Subscribe(ctx context.Context, h backend.Handler) (backen
 	n, before := f.subscribes, f.beforeSubscribe
 	f.mu.Unlock()
 	if before != nil {
-		before(n)
+		before(ctx, n)
 	}
 	f.mu.Lock()
 	if f.failing != 0 {
@@ -246,6 +246,15 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = rc.Close() })
 	b := goredis.New(rc)
 	return &env{m: m, rc: rc, b: b, fb: &faultBackend{inner: b}}
+}
+
+// hub makes a Hub of the env's fault backend that lingers linger, shut
+// down (and its goroutines waited for) when the test ends.
+func (e *env) hub(t *testing.T, linger time.Duration) *pubsub.Hub {
+	t.Helper()
+	h := pubsub.NewHub(e.fb, pubsub.WithLinger(linger))
+	t.Cleanup(h.Shutdown)
+	return h
 }
 
 // checkLeaks fails the test if goroutines it started are still running once
@@ -489,13 +498,10 @@ func TestRefCounting(t *testing.T) {
 	e.publish(t, "warmup", "") // open the client's own connection first
 	base := e.m.CurrentConnectionCount()
 
-	h := pubsub.For(e.fb, pubsub.WithLinger(0))
+	h := e.hub(t, 0)
 	a := join(t, h, "ch")
 	b := join(t, h, "ch")
 	other := join(t, h, "other")
-	if pubsub.For(e.fb, pubsub.WithLinger(0)) != h {
-		t.Fatal("For returned another Hub while the first has waiters")
-	}
 	if got := e.m.PubSubChannels(""); !slices.Equal(got, []string{"ch", "other"}) {
 		t.Fatalf("server channels = %v", got)
 	}
@@ -522,21 +528,26 @@ func TestRefCounting(t *testing.T) {
 		t.Fatal("the waiter on the remaining channel was not woken")
 	}
 
-	// No channel left: the connection is closed and the Hub leaves the
-	// registry.
+	// No channel left: the connection is closed, though the Hub lives on.
 	other.Leave()
 	eventually(t, "the subscription connection closed", func() bool {
 		return e.m.CurrentConnectionCount() == base && len(e.m.PubSubChannels("")) == 0
 	})
-	if h2 := pubsub.For(e.fb, pubsub.WithLinger(0)); h2 == h {
-		t.Fatal("an idle Hub stayed in the registry")
+	if n := len(e.fb.live()); n != 0 {
+		t.Fatalf("%d live subscriptions on an idle Hub, want 0", n)
 	}
 	if e.fb.subscribeCalls() != 1 {
 		t.Fatalf("%d Subscribe calls, want 1", e.fb.subscribeCalls())
 	}
 
-	// A new waiter brings a new subscription.
-	w := join(t, pubsub.For(e.fb, pubsub.WithLinger(0)), "ch")
+	// A new waiter on the same Hub brings a new subscription.
+	w := join(t, h, "ch")
+	if n := e.fb.subscribeCalls(); n != 2 {
+		t.Fatalf("%d Subscribe calls, want 2: an idle Hub reconnects for a new waiter", n)
+	}
+	if n := e.m.CurrentConnectionCount(); n != base+1 {
+		t.Fatalf("%d connections, want %d", n, base+1)
+	}
 	e.mustPublish(t, "ch", "1")
 	if !wokenWithin(w, wait) {
 		t.Fatal("not woken after resubscribing")
@@ -548,6 +559,7 @@ func TestRefCounting(t *testing.T) {
 func TestOneSubscriptionForManyWaiters(t *testing.T) {
 	e := newEnv(t)
 	const waiters, channels = 200, 50
+	h := e.hub(t, 0)
 	ws := make([]*pubsub.Waiter, waiters)
 	var wg sync.WaitGroup
 	errs := make(chan error, waiters)
@@ -557,7 +569,7 @@ func TestOneSubscriptionForManyWaiters(t *testing.T) {
 			<-start
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
-			w, live := pubsub.For(e.fb, pubsub.WithLinger(0)).Join(ctx, fmt.Sprintf("ch%d", i%channels))
+			w, live := h.Join(ctx, fmt.Sprintf("ch%d", i%channels))
 			ws[i] = w
 			if !live {
 				errs <- fmt.Errorf("waiter %d not live", i)
@@ -679,7 +691,7 @@ func TestClosedBackendStopsReconnecting(t *testing.T) {
 	for _, real := range []bool{false, true} {
 		t.Run(fmt.Sprintf("real client closed %v", real), func(t *testing.T) {
 			e := newEnv(t)
-			h := pubsub.For(e.fb, pubsub.WithLinger(0))
+			h := e.hub(t, 0)
 			w := join(t, h, "ch")
 			if real {
 				// Closing the client ends its pub/sub connection too, which
@@ -701,10 +713,27 @@ func TestClosedBackendStopsReconnecting(t *testing.T) {
 			if w.Live() {
 				t.Fatal("live on a closed backend")
 			}
-			// The waiter is still told to poll and can leave; the Hub goes.
+			// The waiter is still told to poll and can leave; nothing is
+			// left running for it.
 			w.Leave()
-			if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
-				t.Fatal("the Hub stayed in the registry")
+			// The Hub stays usable: a later waiter makes it try once more,
+			// is told to poll, and the closed backend stops it again.
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			w2, live := h.Join(ctx, "ch")
+			cancel()
+			defer w2.Leave()
+			if live {
+				t.Fatal("a later Join live on a closed backend")
+			}
+			if n := e.fb.subscribeCalls(); n != 3 {
+				t.Fatalf("%d Subscribe calls, want 3: one more for the later waiter", n)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := e.fb.subscribeCalls(); n != 3 {
+				t.Fatalf("%d Subscribe calls: a closed backend must stop the reconnect loop of a later waiter too", n)
+			}
+			if n := len(e.fb.live()); n != 0 {
+				t.Fatalf("%d live subscriptions on a closed backend", n)
 			}
 		})
 	}
@@ -789,10 +818,12 @@ func TestLeaveRejoin(t *testing.T) {
 	for _, anchored := range []bool{true, false} {
 		t.Run(fmt.Sprintf("anchored %v", anchored), func(t *testing.T) {
 			e := newEnv(t)
-			h := pubsub.For(e.fb, pubsub.WithLinger(0))
+			h := e.hub(t, 0)
 			if anchored {
 				// Another channel keeps the connection open, so that the
-				// churn is all SUBSCRIBE/UNSUBSCRIBE on one connection.
+				// churn is all SUBSCRIBE/UNSUBSCRIBE on one connection;
+				// without it, the churn closes and reopens the Hub's
+				// connection too.
 				a := join(t, h, "anchor")
 				defer a.Leave()
 			}
@@ -806,11 +837,8 @@ func TestLeaveRejoin(t *testing.T) {
 				} else {
 					join(t, h, "ch").Leave()
 				}
-				if !anchored {
-					h = pubsub.For(e.fb, pubsub.WithLinger(0))
-				}
 			}
-			w := join(t, pubsub.For(e.fb, pubsub.WithLinger(0)), "ch")
+			w := join(t, h, "ch")
 			defer w.Leave()
 			// Connections the churn closed may not have been reaped by the
 			// server yet; none may stay subscribed.
@@ -830,7 +858,7 @@ func TestLeaveRejoin(t *testing.T) {
 
 func TestLeaveRejoinConcurrent(t *testing.T) {
 	e := newEnv(t)
-	h := pubsub.For(e.fb, pubsub.WithLinger(0))
+	h := e.hub(t, 0)
 	keep := join(t, h, "keep")
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -866,7 +894,7 @@ func TestLeaveWhileDialingUnsubscribes(t *testing.T) {
 	// The first Subscribe waits until both waiters joined, and fails: the
 	// second dial is sure to subscribe both channels at once.
 	joined := make(chan struct{})
-	e.fb.beforeSubscribe = func(n int) {
+	e.fb.beforeSubscribe = func(_ context.Context, n int) {
 		if n == 1 {
 			<-joined
 		}
@@ -923,6 +951,93 @@ func TestCloseHub(t *testing.T) {
 	if n := e.fb.subscribeCalls(); n != 1 {
 		t.Fatalf("%d Subscribe calls, want 1", n)
 	}
+}
+
+func TestShutdownLeavesNoGoroutine(t *testing.T) {
+	// Shutdown closes the Hub and waits for every goroutine it started,
+	// however long they take to notice: once it returns, nothing of the
+	// Hub runs. Two Hubs are shut down: one with waiters on a live
+	// subscription and a SUBSCRIBE in flight (its work loop), and one whose
+	// server refuses connections (its connect loop, retrying).
+	const giveUp = time.Second // longer than goleak's own retries (~0.5s)
+	e := newEnv(t)
+	e.publish(t, "warmup", "") // open the client's own connection first
+	ignore := goleak.IgnoreCurrent()
+
+	// The live Hub. The server answers the SUBSCRIBE of "slow" only once
+	// the subscription is closed.
+	up := pubsub.NewHub(e.fb)
+	a, b := join(t, up, "ch"), join(t, up, "ch")
+	defer a.Leave()
+	defer b.Leave()
+	adding := make(chan struct{}, 1)
+	e.fb.mu.Lock()
+	e.fb.beforeAdd = func(s *faultSub, _ int, channels []string) {
+		if !slices.Contains(channels, "slow") {
+			return
+		}
+		adding <- struct{}{}
+		for s.alive() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	e.fb.mu.Unlock()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	slow, _ := up.Join(done, "slow")
+	defer slow.Leave()
+	select {
+	case <-adding:
+	case <-time.After(wait):
+		t.Fatal("the SUBSCRIBE of slow never started")
+	}
+
+	// The Hub of a server that refuses connections: its connect loop
+	// retries with backoff, and from the third try on a dial hangs until
+	// cancelled, then takes giveUp to give up.
+	down := &faultBackend{inner: e.b}
+	down.fail(-1, nil)
+	dialing := make(chan int, 1)
+	down.beforeSubscribe = func(ctx context.Context, n int) {
+		if n < 3 {
+			return
+		}
+		select {
+		case dialing <- n:
+		default:
+		}
+		<-ctx.Done()
+		time.Sleep(giveUp)
+	}
+	dh := pubsub.NewHub(down)
+	jctx, jcancel := context.WithTimeout(context.Background(), wait)
+	w, live := dh.Join(jctx, "ch")
+	jcancel()
+	defer w.Leave()
+	if live {
+		t.Fatal("Join live on a server that refuses connections")
+	}
+	select {
+	case <-dialing:
+	case <-time.After(wait):
+		t.Fatalf("no third dial (%d Subscribe calls)", down.subscribeCalls())
+	}
+
+	up.Shutdown()
+	dh.Shutdown()
+	if !pending(a) || !pending(b) || !pending(w) {
+		t.Fatal("Shutdown must wake the waiters")
+	}
+	if a.Live() || slow.Live() || w.Live() {
+		t.Fatal("live after Shutdown")
+	}
+	goleak.VerifyNone(t, ignore)
+	// Leaving a shut-down Hub starts nothing either.
+	a.Leave()
+	b.Leave()
+	slow.Leave()
+	w.Leave()
+	goleak.VerifyNone(t, ignore)
 }
 
 func TestJoinWaitsForItsOwnSubscribe(t *testing.T) {
@@ -1007,7 +1122,7 @@ func TestLingerKeepsTheSubscription(t *testing.T) {
 	e.publish(t, "warmup", "")
 	base := e.m.CurrentConnectionCount()
 	const linger = 300 * time.Millisecond
-	h := pubsub.For(e.fb, pubsub.WithLinger(linger))
+	h := e.hub(t, linger)
 
 	w := join(t, h, "ch")
 	w.Leave()
@@ -1026,8 +1141,12 @@ func TestLingerKeepsTheSubscription(t *testing.T) {
 	if got := e.m.PubSubChannels(""); !slices.Equal(got, []string{"ch"}) {
 		t.Fatalf("server channels while lingering = %v, want [ch]", got)
 	}
-	if pubsub.For(e.fb) != h {
-		t.Fatal("a lingering Hub left the registry")
+	// While the channel lingers, its connection stays open.
+	if n := e.m.CurrentConnectionCount(); n != base+1 {
+		t.Fatalf("%d connections while lingering, want %d", n, base+1)
+	}
+	if n := len(e.fb.live()); n != 1 {
+		t.Fatalf("%d live subscriptions while lingering, want 1", n)
 	}
 	// A rejoined waiter is woken as usual.
 	w = join(t, h, "ch")
@@ -1037,21 +1156,33 @@ func TestLingerKeepsTheSubscription(t *testing.T) {
 	}
 	w.Leave()
 
-	// Past the linger period: unsubscribed, the connection closed, the Hub
-	// out of the registry.
+	// Past the linger period: unsubscribed, the connection closed.
 	eventually(t, "the lingering subscription closed", func() bool {
 		return e.m.CurrentConnectionCount() == base && len(e.m.PubSubChannels("")) == 0
 	})
-	if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
-		t.Fatal("an idle Hub stayed in the registry after lingering")
+	if n := len(e.fb.live()); n != 0 {
+		t.Fatalf("%d live subscriptions after lingering, want 0", n)
 	}
+	// The Hub lives on: a later waiter subscribes again and is woken.
+	w = join(t, h, "ch")
+	if n := e.fb.subscribeCalls(); n != 2 {
+		t.Fatalf("%d Subscribe calls, want 2: a new subscription once the last one lingered away", n)
+	}
+	e.mustPublish(t, "ch", "1")
+	if !wokenWithin(w, wait) {
+		t.Fatal("a waiter on a resubscribed channel was not woken")
+	}
+	w.Leave()
+	eventually(t, "the new subscription closed after lingering", func() bool {
+		return e.m.CurrentConnectionCount() == base && len(e.fb.live()) == 0
+	})
 }
 
 func TestLingerPerChannel(t *testing.T) {
 	// A channel that lingers past the period is unsubscribed while another
 	// keeps its waiter, and the connection stays for it.
 	e := newEnv(t)
-	h := pubsub.For(e.fb, pubsub.WithLinger(100*time.Millisecond))
+	h := e.hub(t, 100*time.Millisecond)
 	keep := join(t, h, "keep")
 	join(t, h, "gone").Leave()
 	eventually(t, "gone unsubscribed", func() bool {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
-
-	"github.com/latchkit/latchkit/backend"
 )
 
 // Wake lets one waiting acquisition sleep until a release instead of
@@ -13,12 +11,12 @@ import (
 // Acquire and calls Wait between two attempts that found the primitive
 // held:
 //
-//   - when the backend's shared Hub already has the channels subscribed
+//   - when the Hub already has the channels subscribed
 //     (they linger after a wait, or another waiter of the process uses
 //     them), NewWake joins at once, at no network cost, and the first Wait
 //     sleeps;
-//   - otherwise the first Wait subscribes the channels through the shared
-//     Hub and returns at once, so that the next attempt runs with the
+//   - otherwise the first Wait subscribes the channels through the Hub
+//     and returns at once, so that the next attempt runs with the
 //     subscription in place and no release can slip between a failed
 //     attempt and the sleep that follows it;
 //   - later waits end on a release message (one message wakes as many
@@ -31,24 +29,24 @@ import (
 // A Wake is used by one goroutine; Close must be called when the wait is
 // over.
 type Wake struct {
-	b     backend.Backend
+	h     *Hub
 	id    string
 	chans []string
-	cfg   config
 	w     *Waiter
 	live  bool
 }
 
-// NewWake prepares the wake-ups of one waiting acquisition on b: messages
-// on channels, and messages targeted at id (Target(id); "" for none). It
-// never waits for the network.
-func NewWake(b backend.Backend, id string, channels []string, opts ...Option) *Wake {
-	k := &Wake{b: b, id: id, chans: channels, cfg: newConfig(opts, DefaultLinger)}
-	if k.cfg.hub == nil {
+// NewWake prepares the wake-ups of one waiting acquisition through h:
+// messages on channels, and messages targeted at id (Target(id); "" for
+// none). It never waits for the network. A nil h gives no wake-ups: every
+// Wait sleeps as the retry policy would.
+func NewWake(h *Hub, id string, channels []string) *Wake {
+	k := &Wake{h: h, id: id, chans: channels}
+	if h != nil {
 		// Already subscribed (the channel lingers, or another waiter of
-		// this process uses it): join before the first attempt, so that a
+		// this Hub uses it): join before the first attempt, so that a
 		// release during it is not missed and the first wait can sleep.
-		if jw := JoinLive(b, id, channels); jw != nil {
+		if jw := h.JoinLive(id, channels); jw != nil {
 			k.w, k.live = jw, true
 		}
 	}
@@ -63,17 +61,16 @@ func NewWake(b backend.Backend, id string, channels []string, opts ...Option) *W
 // may return at once: it subscribes, and an attempt made after it cannot
 // miss a release.
 func (k *Wake) Wait(ctx context.Context, hint, fallback time.Duration) error {
+	if k.h == nil {
+		return sleep(ctx, bound(fallback, hint))
+	}
 	if k.w == nil {
 		// Subscribe, then let the caller attempt again at once: a release
 		// between its failed attempt and now would otherwise go unseen.
 		// Do not wait longer for the subscription than the caller would
 		// have slept anyway.
 		jctx, cancel := context.WithTimeout(ctx, max(bound(fallback, hint), 50*time.Millisecond))
-		if k.cfg.hub == nil {
-			k.w, k.live = JoinShared(jctx, k.b, k.id, k.chans, k.cfg.opts...)
-		} else {
-			k.w, k.live = k.cfg.hub.JoinAs(jctx, k.id, k.chans...)
-		}
+		k.w, k.live = k.h.JoinAs(jctx, k.id, k.chans...)
 		cancel()
 		if err := ctx.Err(); err != nil {
 			return err
@@ -124,17 +121,15 @@ func (k *Wake) Close() {
 	}
 }
 
-// Option configures NewWake and Hubs.
+// Option configures a Hub.
 type Option func(*config)
 
 type config struct {
-	hub    *Hub
 	linger time.Duration
-	opts   []Option // as given, for the shared Hub this Wake may create
 }
 
 func newConfig(opts []Option, linger time.Duration) config {
-	c := config{linger: linger, opts: opts}
+	c := config{linger: linger}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -144,16 +139,22 @@ func newConfig(opts []Option, linger time.Duration) config {
 	return c
 }
 
-// WithHub makes NewWake use h instead of the process's shared Hub of the
-// backend.
-func WithHub(h *Hub) Option { return func(c *config) { c.hub = h } }
-
 // WithLinger sets how long a Hub keeps a channel subscribed after its last
-// waiter left, and its connection open after its last channel went (default
-// DefaultLinger for shared Hubs, 0 for NewHub). It applies to the Hub it
-// creates: for NewWake, the backend's shared Hub when this Wake is the first
-// to need it.
+// waiter left, and its connection open after its last channel went
+// (default 0).
 func WithLinger(d time.Duration) Option { return func(c *config) { c.linger = d } }
+
+// sleep waits d, or until ctx is done (returning ctx.Err()).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // bound is the fallback delay, cut short when the holder's TTL ends sooner.
 func bound(fallback, hint time.Duration) time.Duration {

@@ -89,13 +89,12 @@ func (s *lockSim) nextAttempt(d time.Duration) int {
 type waitFunc func(ctx context.Context, name, channel string) (latchkit.Lease, error)
 
 // loop is the shape of the primitives' wait loop, reduced to what a Wake is
-// for: attempt until granted, waiting through a Wake between attempts
-// that found the primitive held, the policy's delay as the fallback.
-func loop(e *env, s *lockSim, p retry.Policy, opts ...pubsub.Option) waitFunc {
-	// No linger unless a test asks: tests check that channels go.
-	opts = append([]pubsub.Option{pubsub.WithLinger(0)}, opts...)
+// for: attempt until granted, waiting through a Wake of h between attempts
+// that found the primitive held, the policy's delay as the fallback. (Tests
+// give h no linger unless they need one: they check that channels go.)
+func loop(h *pubsub.Hub, s *lockSim, p retry.Policy) waitFunc {
 	return func(ctx context.Context, name, channel string) (latchkit.Lease, error) {
-		k := pubsub.NewWake(e.fb, "", []string{channel}, opts...)
+		k := pubsub.NewWake(h, "", []string{channel})
 		defer k.Close()
 		policy := p()
 		for made := 0; ; made++ {
@@ -134,7 +133,8 @@ func TestWakeEndsOnMessage(t *testing.T) {
 	e := newEnv(t)
 	sim := newSim(true)
 	ctx, cancel := context.WithCancel(context.Background())
-	res := lockAsync(ctx, loop(e, sim, retry.Constant(fallback)), "m", "rel:m")
+	h := e.hub(t, 0) // the Hub the waiter uses
+	res := lockAsync(ctx, loop(h, sim, retry.Constant(fallback)), "m", "rel:m")
 	defer func() { // end the Lock also when the test fails early
 		cancel()
 		if res != nil {
@@ -152,7 +152,6 @@ func TestWakeEndsOnMessage(t *testing.T) {
 	if n := e.m.PubSubNumSub("rel:m")["rel:m"]; n != 1 {
 		t.Fatalf("%d subscribers, want 1", n)
 	}
-	h := pubsub.For(e.fb, pubsub.WithLinger(0)) // the shared Hub the waiter uses
 	// Subscribed, the second wait sleeps until a message (or the fallback).
 	if n := sim.nextAttempt(200 * time.Millisecond); n != 0 {
 		t.Fatalf("attempt %d without a release", n)
@@ -176,11 +175,11 @@ func TestWakeEndsOnMessage(t *testing.T) {
 	if n := len(sim.attemptTimes()); n != 3 {
 		t.Fatalf("%d attempts, want 3", n)
 	}
-	// The waiter left: the channel is unsubscribed and the Hub is gone.
-	eventually(t, "unsubscribed", func() bool { return len(e.m.PubSubChannels("")) == 0 })
-	if pubsub.For(e.fb, pubsub.WithLinger(0)) == h {
-		t.Fatal("the Hub outlived its last waiter")
-	}
+	// The waiter left: the channel is unsubscribed and the Hub's connection
+	// closed.
+	eventually(t, "unsubscribed and closed", func() bool {
+		return len(e.m.PubSubChannels("")) == 0 && len(e.fb.live()) == 0
+	})
 	if n := e.fb.subscribeCalls(); n != 1 {
 		t.Fatalf("%d Subscribe calls, want 1", n)
 	}
@@ -192,7 +191,7 @@ func TestWakeEndsOnWaitHint(t *testing.T) {
 	sim := newSim(true)
 	sim.hint = hint
 	sim.freeAt = 3 // the holder's lease runs out, nobody publishes
-	_, err := loop(e, sim, retry.Constant(fallback))(context.Background(), "m", "rel:m")
+	_, err := loop(e.hub(t, 0), sim, retry.Constant(fallback))(context.Background(), "m", "rel:m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +211,7 @@ func TestWakeEndsOnContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := loop(e, sim, retry.Constant(fallback))(ctx, "m", "rel:m")
+	_, err := loop(e.hub(t, 0), sim, retry.Constant(fallback))(ctx, "m", "rel:m")
 	el := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
@@ -229,11 +228,12 @@ func TestWakeEndsOnContext(t *testing.T) {
 func TestWakeNotLiveFallsBack(t *testing.T) {
 	e := newEnv(t)
 	e.fb.fail(-1, nil) // the server never accepts a subscription
+	h := e.hub(t, 0)
 	t.Run("policy delay", func(t *testing.T) {
 		sim := newSim(true)
 		sim.freeAt = 6
 		start := time.Now()
-		if _, err := loop(e, sim, retry.Constant(20*time.Millisecond))(context.Background(), "m", "rel:a"); err != nil {
+		if _, err := loop(h, sim, retry.Constant(20*time.Millisecond))(context.Background(), "m", "rel:a"); err != nil {
 			t.Fatal(err)
 		}
 		if el := time.Since(start); el > wait/2 {
@@ -246,7 +246,7 @@ func TestWakeNotLiveFallsBack(t *testing.T) {
 		sim.freeAt = 4
 		sim.hint = 30 * time.Millisecond
 		start := time.Now()
-		if _, err := loop(e, sim, retry.Constant(fallback))(context.Background(), "m", "rel:b"); err != nil {
+		if _, err := loop(h, sim, retry.Constant(fallback))(context.Background(), "m", "rel:b"); err != nil {
 			t.Fatal(err)
 		}
 		if el := time.Since(start); el > fallback/4 {
@@ -266,7 +266,7 @@ func TestWakeHandoff(t *testing.T) {
 	const fallback, lockers = 10 * time.Second, 8
 	e := newEnv(t)
 	sim := newSim(false)
-	acq := loop(e, sim, retry.Constant(fallback))
+	acq := loop(e.hub(t, 0), sim, retry.Constant(fallback))
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, lockers)
@@ -299,11 +299,11 @@ func TestWakeHandoff(t *testing.T) {
 }
 
 func TestWakeSharesOneSubscription(t *testing.T) {
-	// A waiter makes its Wake while the backend's Hub has another waiter;
-	// that one leaves (the Hub goes idle and leaves the registry) before
-	// the first attempt has failed. The waiter must then wait on the
-	// backend's current Hub, the one later waiters find, and not revive
-	// the idle one beside it: one subscription per backend.
+	// A waiter makes its Wake while the Hub has another waiter; that one
+	// leaves (the Hub has no channel left and closes its connection)
+	// before the first attempt has failed. The waiter's first wait must
+	// then bring the same Hub back up, and a later waiter share that new
+	// subscription: one subscription per Hub, woken by a release.
 	e := newEnv(t)
 	sim := newSim(true)
 	gate := make(chan struct{})
@@ -314,7 +314,7 @@ func TestWakeSharesOneSubscription(t *testing.T) {
 			<-gate
 		}
 	}
-	acq := loop(e, sim, retry.Constant(10*time.Second))
+	acq := loop(e.hub(t, 0), sim, retry.Constant(10*time.Second))
 
 	// x waits on another channel: were it rel:m, y would join x's live
 	// channel before its first attempt, and the Hub could not go idle.
@@ -331,19 +331,32 @@ func TestWakeSharesOneSubscription(t *testing.T) {
 	if r := <-xres; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("x: %v", r.err)
 	}
-	eventually(t, "x's subscription closed", func() bool { return len(e.m.PubSubChannels("")) == 0 })
+	eventually(t, "x's subscription closed", func() bool {
+		return len(e.m.PubSubChannels("")) == 0 && len(e.fb.live()) == 0
+	})
 
-	close(gate) // y's attempt fails; y waits
+	close(gate) // y's attempt fails; y's first wait subscribes, y attempts again
+	eventually(t, "y subscribed", func() bool {
+		return e.m.PubSubNumSub("rel:m")["rel:m"] == 1 && len(sim.attemptTimes()) >= 4
+	})
+	// z comes once rel:m is live again: it joins y's subscription before
+	// its first attempt. (Started any earlier, it could find rel:m live or
+	// not, and make one attempt more or less.)
 	zctx, zcancel := context.WithCancel(context.Background())
 	defer zcancel()
 	zres := lockAsync(zctx, acq, "z", "rel:m")
-	eventually(t, "y and z subscribed", func() bool {
-		return e.m.PubSubNumSub("rel:m")["rel:m"] >= 1 && len(sim.attemptTimes()) >= 6
-	})
+	eventually(t, "z's first attempt", func() bool { return len(sim.attemptTimes()) >= 5 })
 	time.Sleep(50 * time.Millisecond)
 	if n := e.m.PubSubNumSub("rel:m")["rel:m"]; n != 1 {
 		t.Fatalf("%d subscriptions for y and z, want 1 shared", n)
 	}
+	if n := e.fb.subscribeCalls(); n != 2 {
+		t.Fatalf("%d Subscribe calls, want 2: x's, then one for y and z", n)
+	}
+	// Both sleep on it, and a release wakes both.
+	made := len(sim.attemptTimes())
+	e.mustPublish(t, "rel:m", pubsub.WakeAll)
+	eventually(t, "y and z woken", func() bool { return len(sim.attemptTimes()) >= made+2 })
 	ycancel()
 	zcancel()
 	<-yres
@@ -358,7 +371,7 @@ func TestWakeJoinsALiveChannelFirst(t *testing.T) {
 	const fallback = 5 * time.Second
 	e := newEnv(t)
 	sim := newSim(true)
-	acq := loop(e, sim, retry.Constant(fallback), pubsub.WithLinger(time.Minute))
+	acq := loop(e.hub(t, time.Minute), sim, retry.Constant(fallback))
 	sim.freeAt = 3
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
