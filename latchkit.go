@@ -166,7 +166,7 @@ type Request struct {
 	// for waiters (and latchctl inspect) to read back as
 	// HeldError.Holder. A tracing middleware stores the holder's span
 	// context there (a W3C traceparent). Never put a secret in it. At most
-	// MaxAnnotation bytes; a longer one is not stored. A latch's Wait
+	// 256 bytes; a longer one is not stored. A latch's Wait
 	// stores none.
 	Annotation string
 	// OnAttempt, when set by middleware before it calls next, is called
@@ -178,10 +178,6 @@ type Request struct {
 	// acquisition's goroutine and must not block.
 	OnAttempt func(attempt int, err error)
 }
-
-// MaxAnnotation is the longest Request.Annotation a primitive stores; a
-// longer one is not stored.
-const MaxAnnotation = 256
 
 // HeldError is the error of an attempt that found the primitive held. It
 // matches ErrNotAcquired. A Try* call returns it (inside an *OpError); a

@@ -466,7 +466,7 @@ func testElectionBadInput(t *testing.T, h Harness) {
 	e := newElection(t, b, "e")
 	keys := keyspace.ElectionLayout.KeysOf(p, "e")
 	before := keysState(t, b, keys)
-	for _, v := range []string{"", strings.Repeat("x", primitives.MaxLeaderValue+1)} {
+	for _, v := range []string{"", strings.Repeat("x", maxLeaderValue+1)} {
 		for _, c := range []func(context.Context, string) (latchkit.Lease, error){e.Campaign, e.TryCampaign} {
 			if l, err := c(ctx, v); !errors.Is(err, latchkit.ErrInvalid) || l != nil {
 				t.Errorf("a value of %d bytes: %v, want ErrInvalid", len(v), err)
@@ -491,3 +491,6 @@ func testElectionBadInput(t *testing.T, h Harness) {
 		t.Errorf("the keys changed:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
+
+// maxLeaderValue is the longest value a campaign may give (4096 bytes).
+const maxLeaderValue = 4096

@@ -130,13 +130,13 @@ func testTryLock(t *testing.T, h Harness) {
 		t.Errorf("TryLock waited %v", d)
 	}
 	d, err := l.TTL(ctx)
-	if err != nil || d <= 0 || d > primitives.DefaultTTL {
+	if err != nil || d <= 0 || d > defaultTTL {
 		t.Errorf("TTL = %v, %v", d, err)
 	}
 	if err := l.Extend(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := l.TTL(ctx); d <= primitives.DefaultTTL {
+	if d, _ := l.TTL(ctx); d <= defaultTTL {
 		t.Errorf("TTL after Extend(1m) = %v", d)
 	}
 	if err := l.Release(ctx); err != nil {
@@ -303,3 +303,6 @@ func testAutoExtend(t *testing.T, h Harness) {
 		t.Errorf("Release of a lost lease: %v", err)
 	}
 }
+
+// defaultTTL is the lease time of a primitive made without WithTTL.
+const defaultTTL = 10 * time.Second

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"github.com/cenkalti/backoff/v4"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,6 @@ import (
 	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/redistest"
 	"github.com/latchkit/latchkit/primitives"
-	"github.com/latchkit/latchkit/retry"
 )
 
 // resendingGoRedis is a go-redis client that times out reading after
@@ -90,7 +90,9 @@ func TestLatchFaults(t *testing.T) {
 			srv := redistest.Start(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			opts := []primitives.Option{primitives.WithPrefix("lf:"), primitives.WithRetry(retry.Exponential(retry.WithMax(50 * time.Millisecond)))}
+			opts := []primitives.Option{primitives.WithPrefix("lf:"), primitives.WithRetry(func() backoff.BackOff {
+				return backoff.NewExponentialBackOff(backoff.WithInitialInterval(5*time.Millisecond), backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(0))
+			})}
 			// open makes a client of the latch: behind a proxy of its own
 			// (proxied), or connected to the server directly.
 			open := func(proxied bool) (primitives.Latch, *faultproxy.Proxy) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -58,7 +57,7 @@ func TestTracingSurvivesPanics(t *testing.T) {
 	if n, points := sumOf("latchkit.waiters"); n != 0 || points == 0 {
 		t.Errorf("latchkit.waiters = %d over %d points after 3 recovered panics, want 0", n, points)
 	}
-	if n := sum(t, got["latchkit.acquisitions"], middleware.AttrOutcome.String(middleware.OutcomeError)); n != 3 {
+	if n := sum(t, got["latchkit.acquisitions"], attrOutcome.String(outcomeError)); n != 3 {
 		t.Errorf("acquisitions with outcome error = %d, want 3", n)
 	}
 	if n := sum(t, got["latchkit.acquire.duration"]); n != 3 {
@@ -69,8 +68,8 @@ func TestTracingSurvivesPanics(t *testing.T) {
 		t.Fatalf("%d Lock spans ended, want 3", len(spans))
 	}
 	for _, s := range spans {
-		if s.Status().Code != codes.Error || attr(s.Attributes(), middleware.AttrOutcome).AsString() != middleware.OutcomeError {
-			t.Errorf("span of a panicked acquisition: status %v, outcome %q", s.Status(), attr(s.Attributes(), middleware.AttrOutcome).AsString())
+		if s.Status().Code != codes.Error || attr(s.Attributes(), attrOutcome).AsString() != outcomeError {
+			t.Errorf("span of a panicked acquisition: status %v, outcome %q", s.Status(), attr(s.Attributes(), attrOutcome).AsString())
 		}
 	}
 

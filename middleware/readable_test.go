@@ -14,7 +14,6 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -101,7 +100,7 @@ func TestTracingLeaseLostCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms[0].Del(keyspace.KeyBase(primitives.DefaultPrefix, "lost")) // the next renewal finds it gone
+	ms[0].Del(keyspace.KeyBase(keyspace.DefaultPrefix, "lost")) // the next renewal finds it gone
 	lost := tel.awaitLeaseLost(t, l.Context())
 	cause := attr(lost.Attributes(), attribute.Key("latchkit.cause")).AsString()
 	if !strings.Contains(cause, "renewal found the lease gone") {
@@ -144,7 +143,7 @@ func TestTracingCallerGaveUp(t *testing.T) {
 	}
 	for i, want := range []string{"context deadline exceeded", "context canceled"} {
 		s := spans[i+1]
-		if out := attr(s.Attributes(), middleware.AttrOutcome).AsString(); out != middleware.OutcomeCtxDone {
+		if out := attr(s.Attributes(), attrOutcome).AsString(); out != outcomeCtxDone {
 			t.Errorf("%s: outcome %q, want ctx_done", want, out)
 		}
 		if s.Status().Code == codes.Error {
@@ -166,7 +165,7 @@ func TestTracingCallerGaveUp(t *testing.T) {
 		}
 	}
 	mt := tel.metrics(t)
-	if n := sum(t, mt["latchkit.acquisitions"], middleware.AttrOutcome.String(middleware.OutcomeCtxDone)); n != 2 {
+	if n := sum(t, mt["latchkit.acquisitions"], attrOutcome.String(outcomeCtxDone)); n != 2 {
 		t.Errorf("latchkit.acquisitions{ctx_done} = %d, want 2", n)
 	}
 
@@ -182,7 +181,7 @@ func TestTracingCallerGaveUp(t *testing.T) {
 	}
 	ts := tel.ended("latchkit.TryLock", latchkit.KindMutex)
 	if len(ts) != 1 || ts[0].Status().Code != codes.Error ||
-		attr(ts[0].Attributes(), middleware.AttrOutcome).AsString() != middleware.OutcomeError {
+		attr(ts[0].Attributes(), attrOutcome).AsString() != outcomeError {
 		t.Errorf("TryLock with Redis gone: want outcome error, status Error")
 	}
 }

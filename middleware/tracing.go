@@ -6,7 +6,47 @@
 //
 // A middleware is a func(next latchkit.Acquire) latchkit.Acquire;
 // primitives.WithMiddleware(a, b) runs a outermost, then b, then the
-// primitive's wait loop. Reentrancy is primitives.Reentrant.
+// primitive's wait loop. Reentrancy is primitives.NewReentrantMutex.
+//
+// # Attributes
+//
+// The attribute keys and values Tracing sets, for queries and dashboards
+// (tokens never appear in any of them):
+//
+//	latchkit.kind          the primitive's kind, a latchkit.Kind ("mutex",
+//	                       "rwlock_read", "semaphore", "latch", ...): on
+//	                       every span and metric point
+//	latchkit.name          the primitive's name: on every span; on metric
+//	                       points as WithMetricName maps it (left out when
+//	                       it maps it to "")
+//	latchkit.outcome       how an acquisition ended, one of the outcomes
+//	                       below: on its span, on its latchkit.attempt
+//	                       events (the attempt's outcome), and on the
+//	                       points of latchkit.acquisitions and
+//	                       latchkit.acquire.duration
+//	latchkit.attempts      the attempts an acquisition made (its span)
+//	latchkit.attempt       the number of one attempt (its event)
+//	latchkit.wait_hint_ms  an attempt's wait hint (latchkit.HeldError) in
+//	                       ms, 0 without one (the attempt's event)
+//	latchkit.fence         the grant's fencing token (the acquisition's
+//	                       span, Release, Extend and LeaseLost spans)
+//	latchkit.link          "holder" on a link from a waiter's span to the
+//	                       span of the holder it waited for
+//	latchkit.cause         why a lease was lost (the LeaseLost span and its
+//	                       latchkit.lease_lost event), why the caller's
+//	                       context ended a wait (the latchkit.ctx_done
+//	                       event of an acquisition's span)
+//
+// The values of latchkit.outcome:
+//
+//	acquired      granted (for a latch's Wait: the latch opened)
+//	not_acquired  a Try found it held, or the retry policy gave up
+//	ctx_done      the caller's context ended the wait: recorded, not an
+//	              error
+//	error         Redis unreachable, a bad argument, ...: the span's
+//	              status is Error
+//
+// The instrumentation scope of spans and metrics is ScopeName.
 package middleware
 
 import (
@@ -32,28 +72,30 @@ import (
 // Tracing uses: the module path.
 const ScopeName = "github.com/latchkit/latchkit"
 
-// The attributes Tracing sets. Tokens never appear in any of them.
+// The attributes Tracing sets (listed in the package doc). Tokens never
+// appear in any of them.
 const (
-	AttrKind     = attribute.Key("latchkit.kind")     // the primitive's kind
-	AttrName     = attribute.Key("latchkit.name")     // the primitive's name
-	AttrOutcome  = attribute.Key("latchkit.outcome")  // acquired, not_acquired, ctx_done, error
-	AttrAttempts = attribute.Key("latchkit.attempts") // attempts made by an acquisition
-	AttrAttempt  = attribute.Key("latchkit.attempt")  // the number of one attempt
-	AttrFence    = attribute.Key("latchkit.fence")    // the grant's fencing token
-	AttrWaitHint = attribute.Key("latchkit.wait_hint_ms")
-	AttrLinkType = attribute.Key("latchkit.link") // "holder" on a link to the span that held what we waited for
-	// AttrCause says why: why a lease was lost (on a LeaseLost span and
+	attrKind     = attribute.Key("latchkit.kind")     // the primitive's kind
+	attrName     = attribute.Key("latchkit.name")     // the primitive's name
+	attrOutcome  = attribute.Key("latchkit.outcome")  // acquired, not_acquired, ctx_done, error
+	attrAttempts = attribute.Key("latchkit.attempts") // attempts made by an acquisition
+	attrAttempt  = attribute.Key("latchkit.attempt")  // the number of one attempt
+	attrFence    = attribute.Key("latchkit.fence")    // the grant's fencing token
+	attrWaitHint = attribute.Key("latchkit.wait_hint_ms")
+	attrLinkType = attribute.Key("latchkit.link") // "holder" on a link to the span that held what we waited for
+	// attrCause says why: why a lease was lost (on a LeaseLost span and
 	// its event), why the caller's context ended a wait (on the
 	// latchkit.ctx_done event of an acquisition's span).
-	AttrCause = attribute.Key("latchkit.cause")
+	attrCause = attribute.Key("latchkit.cause")
 )
 
-// The outcomes of an acquisition, as AttrOutcome values.
+// The outcomes of an acquisition, as attrOutcome values (listed in the
+// package doc).
 const (
-	OutcomeAcquired    = "acquired"
-	OutcomeNotAcquired = "not_acquired" // a Try found it held, or the retry policy gave up
-	OutcomeCtxDone     = "ctx_done"     // the caller's context ended the wait: recorded, not an error
-	OutcomeError       = "error"        // Redis unreachable, bad input, ...
+	outcomeAcquired    = "acquired"
+	outcomeNotAcquired = "not_acquired" // a Try found it held, or the retry policy gave up
+	outcomeCtxDone     = "ctx_done"     // the caller's context ended the wait: recorded, not an error
+	outcomeError       = "error"        // Redis unreachable, bad input, ...
 )
 
 // maxHolderLinks bounds the links one acquisition span gets to holders'
@@ -97,7 +139,7 @@ func WithMeterProvider(mp metric.MeterProvider) TracingOption {
 // shows as a trace id). Give the process's propagator
 // (otel.GetTextMapPropagator()) when the services that wait for each
 // other's locks propagate another format, such as B3. Whatever it writes
-// must fit in latchkit.MaxAnnotation bytes, or nothing is stored.
+// must fit in 256 bytes, or nothing is stored.
 func WithPropagators(p propagation.TextMapPropagator) TracingOption {
 	return func(c *tracingConfig) {
 		if p != nil {
@@ -235,9 +277,9 @@ func spanName(req *latchkit.Request) string {
 // WithMetricName maps it, and extra.
 func (t *tracer) metricAttrs(kind latchkit.Kind, name string, extra ...attribute.KeyValue) metric.MeasurementOption {
 	kv := make([]attribute.KeyValue, 0, 3)
-	kv = append(kv, AttrKind.String(string(kind)))
+	kv = append(kv, attrKind.String(string(kind)))
 	if n := t.cfg.nameAttr(kind, name); n != "" {
-		kv = append(kv, AttrName.String(n))
+		kv = append(kv, attrName.String(n))
 	}
 	return metric.WithAttributeSet(attribute.NewSet(append(kv, extra...)...))
 }
@@ -283,18 +325,18 @@ func (t *tracer) holderSpan(s string) trace.SpanContext {
 func outcome(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
-		return OutcomeAcquired
+		return outcomeAcquired
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return OutcomeCtxDone
+		return outcomeCtxDone
 	case errors.Is(err, latchkit.ErrNotAcquired):
-		return OutcomeNotAcquired
+		return outcomeNotAcquired
 	default:
-		return OutcomeError
+		return outcomeError
 	}
 }
 
 func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchkit.Acquire) (latchkit.Lease, error) {
-	spanAttrs := []attribute.KeyValue{AttrKind.String(string(req.Kind)), AttrName.String(req.Name)}
+	spanAttrs := []attribute.KeyValue{attrKind.String(string(req.Kind)), attrName.String(req.Name)}
 	ctx, span := t.tr.Start(ctx, spanName(req),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
 	defer span.End()
@@ -318,8 +360,8 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 				hint = held.WaitHint
 			}
 			span.AddEvent("latchkit.attempt", trace.WithAttributes(
-				AttrAttempt.Int(n), AttrOutcome.String(outcome(ctx, err)),
-				AttrWaitHint.Int64(hint.Milliseconds())))
+				attrAttempt.Int(n), attrOutcome.String(outcome(ctx, err)),
+				attrWaitHint.Int64(hint.Milliseconds())))
 			if !isHeld || held.Holder == "" || !t.cfg.holders || len(linked) >= maxHolderLinks {
 				return
 			}
@@ -328,7 +370,7 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 					linked = map[trace.SpanID]bool{}
 				}
 				linked[sc.SpanID()] = true
-				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLinkType.String("holder")}})
+				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attrLinkType.String("holder")}})
 			}
 		}
 	}
@@ -349,11 +391,11 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 		if !req.Try {
 			t.waiters.Add(ctx, -1, waiting)
 		}
-		byOutcome := t.metricAttrs(req.Kind, req.Name, AttrOutcome.String(OutcomeError))
+		byOutcome := t.metricAttrs(req.Kind, req.Name, attrOutcome.String(outcomeError))
 		t.waitTime.Record(ctx, time.Since(start).Seconds(), byOutcome)
 		t.acquisitions.Add(ctx, 1, byOutcome)
 		if recording {
-			span.SetAttributes(AttrAttempts.Int(attempts), AttrOutcome.String(OutcomeError))
+			span.SetAttributes(attrAttempts.Int(attempts), attrOutcome.String(outcomeError))
 		}
 		statusOnPanic(span, &returned)
 	}()
@@ -364,23 +406,23 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 		t.waiters.Add(ctx, -1, waiting)
 	}
 	out := outcome(ctx, err)
-	byOutcome := t.metricAttrs(req.Kind, req.Name, AttrOutcome.String(out))
+	byOutcome := t.metricAttrs(req.Kind, req.Name, attrOutcome.String(out))
 	t.waitTime.Record(ctx, wait.Seconds(), byOutcome)
 	t.acquisitions.Add(ctx, 1, byOutcome)
 	if recording {
-		span.SetAttributes(AttrAttempts.Int(attempts), AttrOutcome.String(out))
+		span.SetAttributes(attrAttempts.Int(attempts), attrOutcome.String(out))
 	}
 	if err != nil {
 		switch out {
-		case OutcomeError:
+		case outcomeError:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, out)
-		case OutcomeCtxDone:
+		case outcomeCtxDone:
 			// The caller stopped waiting: what happened, not a
 			// failure (a trace viewer would show every timed-out wait
 			// as a red span otherwise).
 			if recording {
-				span.AddEvent("latchkit.ctx_done", trace.WithAttributes(AttrCause.String(ctxDoneCause(ctx, err))))
+				span.AddEvent("latchkit.ctx_done", trace.WithAttributes(attrCause.String(ctxDoneCause(ctx, err))))
 			}
 		}
 		return nil, err
@@ -392,9 +434,9 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 	}
 	tl := &tracedLease{Lease: l, t: t, kind: req.Kind, name: req.Name, span: span.SpanContext(), granted: time.Now()}
 	if recording {
-		span.SetAttributes(AttrFence.Int64(l.Fence()))
+		span.SetAttributes(attrFence.Int64(l.Fence()))
 		tl.spanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(append(spanAttrs, AttrFence.Int64(l.Fence()))...)}
+			trace.WithAttributes(append(spanAttrs, attrFence.Int64(l.Fence()))...)}
 	}
 	context.AfterFunc(l.Context(), tl.ended)
 	return tl, nil
@@ -454,9 +496,9 @@ func (l *tracedLease) markLost(cause error) {
 		ctx := trace.ContextWithSpanContext(context.Background(), l.span)
 		l.t.lost.Add(ctx, 1, l.t.metricAttrs(l.kind, l.name))
 		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
-		why := AttrCause.String(cause.Error())
+		why := attrCause.String(cause.Error())
 		_, span := l.t.tr.Start(ctx, "latchkit.LeaseLost", trace.WithAttributes(
-			AttrKind.String(string(l.kind)), AttrName.String(l.name), AttrFence.Int64(l.Fence()), why))
+			attrKind.String(string(l.kind)), attrName.String(l.name), attrFence.Int64(l.Fence()), why))
 		span.AddEvent("latchkit.lease_lost", trace.WithAttributes(why))
 		span.SetStatus(codes.Error, "lease lost")
 		span.End()

@@ -33,6 +33,23 @@ import (
 	"github.com/latchkit/latchkit/primitives"
 )
 
+// The attribute keys and outcomes Tracing sets, as the package doc lists
+// them (package middleware exports none of them: they are the contract a
+// dashboard relies on, so the tests spell them out).
+const (
+	attrKind     = attribute.Key("latchkit.kind")
+	attrName     = attribute.Key("latchkit.name")
+	attrOutcome  = attribute.Key("latchkit.outcome")
+	attrAttempts = attribute.Key("latchkit.attempts")
+	attrFence    = attribute.Key("latchkit.fence")
+	attrLinkType = attribute.Key("latchkit.link")
+
+	outcomeAcquired    = "acquired"
+	outcomeNotAcquired = "not_acquired"
+	outcomeCtxDone     = "ctx_done"
+	outcomeError       = "error"
+)
+
 // telemetry is an SDK tracer provider recording every span and a meter
 // provider read on demand.
 type telemetry struct {
@@ -62,7 +79,7 @@ func (tel *telemetry) tracing(opts ...middleware.TracingOption) primitives.Optio
 func (tel *telemetry) ended(name string, kind latchkit.Kind) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan
 	for _, s := range tel.spans.Ended() {
-		if s.Name() == name && attr(s.Attributes(), middleware.AttrKind).AsString() == string(kind) {
+		if s.Name() == name && attr(s.Attributes(), attrKind).AsString() == string(kind) {
 			out = append(out, s)
 		}
 	}
@@ -311,13 +328,13 @@ func TestTracingContendedLock(t *testing.T) {
 			}
 			ws := spans[len(spans)-1] // the waiter's
 			a := ws.Attributes()
-			if attr(a, middleware.AttrName).AsString() != "res" && lk.kind != latchkit.KindMultiLock {
-				t.Errorf("name attribute %q", attr(a, middleware.AttrName).AsString())
+			if attr(a, attrName).AsString() != "res" && lk.kind != latchkit.KindMultiLock {
+				t.Errorf("name attribute %q", attr(a, attrName).AsString())
 			}
-			if out := attr(a, middleware.AttrOutcome).AsString(); out != middleware.OutcomeAcquired {
+			if out := attr(a, attrOutcome).AsString(); out != outcomeAcquired {
 				t.Errorf("outcome %q", out)
 			}
-			attempts := attr(a, middleware.AttrAttempts).AsInt64()
+			attempts := attr(a, attrAttempts).AsInt64()
 			if attempts < 2 {
 				t.Errorf("attempts %d, want at least 2 (one refused while held)", attempts)
 			}
@@ -330,13 +347,13 @@ func TestTracingContendedLock(t *testing.T) {
 			if events != attempts {
 				t.Errorf("%d attempt events for %d attempts", events, attempts)
 			}
-			if f := attr(a, middleware.AttrFence).AsInt64(); f != l.Fence() || f <= held.Fence() {
+			if f := attr(a, attrFence).AsInt64(); f != l.Fence() || f <= held.Fence() {
 				t.Errorf("fence attribute %d, lease %d, holder's %d", f, l.Fence(), held.Fence())
 			}
 			var linked bool
 			for _, link := range ws.Links() {
 				if link.SpanContext.SpanID() == hs.SpanContext().SpanID() && link.SpanContext.TraceID() == hs.SpanContext().TraceID() &&
-					attr(link.Attributes, middleware.AttrLinkType).AsString() == "holder" {
+					attr(link.Attributes, attrLinkType).AsString() == "holder" {
 					linked = true
 				}
 			}
@@ -348,11 +365,11 @@ func TestTracingContendedLock(t *testing.T) {
 			}
 
 			m := tel.metrics(t)
-			acquired := middleware.AttrOutcome.String(middleware.OutcomeAcquired)
+			acquired := attrOutcome.String(outcomeAcquired)
 			total := func(name string, kv ...attribute.KeyValue) int64 {
 				var n int64
 				for _, k := range kinds {
-					n += sum(t, m[name], append(kv, middleware.AttrKind.String(string(k)))...)
+					n += sum(t, m[name], append(kv, attrKind.String(string(k)))...)
 				}
 				return n
 			}
@@ -436,7 +453,7 @@ func TestTracingOutcomes(t *testing.T) {
 		t.Fatalf("TryLock while held: %v", err)
 	}
 	ts := tel.ended("latchkit.TryLock", latchkit.KindMutex)[0]
-	if out := attr(ts.Attributes(), middleware.AttrOutcome).AsString(); out != middleware.OutcomeNotAcquired {
+	if out := attr(ts.Attributes(), attrOutcome).AsString(); out != outcomeNotAcquired {
 		t.Errorf("TryLock outcome %q", out)
 	}
 	if ts.Status().Code == codes.Error {
@@ -453,11 +470,11 @@ func TestTracingOutcomes(t *testing.T) {
 		t.Fatalf("Lock past its deadline: %v", err)
 	}
 	ls := tel.ended("latchkit.Lock", latchkit.KindMutex)
-	if last := ls[len(ls)-1]; attr(last.Attributes(), middleware.AttrOutcome).AsString() != middleware.OutcomeCtxDone || last.Status().Code == codes.Error {
-		t.Errorf("Lock past its deadline: outcome %q status %v", attr(last.Attributes(), middleware.AttrOutcome).AsString(), last.Status())
+	if last := ls[len(ls)-1]; attr(last.Attributes(), attrOutcome).AsString() != outcomeCtxDone || last.Status().Code == codes.Error {
+		t.Errorf("Lock past its deadline: outcome %q status %v", attr(last.Attributes(), attrOutcome).AsString(), last.Status())
 	}
 
-	ms[0].Del(keyspace.KeyBase(primitives.DefaultPrefix, "order42")) // the lock is gone
+	ms[0].Del(keyspace.KeyBase(keyspace.DefaultPrefix, "order42")) // the lock is gone
 	lost := tel.awaitLeaseLost(t, held.Context())
 	if lost.SpanContext().TraceID() != holderSpan.TraceID() || lost.Parent().SpanID() != holderSpan.SpanID() {
 		t.Errorf("the LeaseLost span is not in the acquisition's trace under its span")
@@ -469,14 +486,14 @@ func TestTracingOutcomes(t *testing.T) {
 		t.Errorf("release of the lost lease: %v", err)
 	}
 	mt := tel.metrics(t)
-	if n := sum(t, mt["latchkit.lease.lost"], middleware.AttrName.String("order*")); n != 1 {
+	if n := sum(t, mt["latchkit.lease.lost"], attrName.String("order*")); n != 1 {
 		t.Errorf("latchkit.lease.lost{name=order*} = %d, want 1 (counted once)", n)
 	}
-	if n := sum(t, mt["latchkit.acquisitions"], middleware.AttrName.String("order42")); n != 0 {
+	if n := sum(t, mt["latchkit.acquisitions"], attrName.String("order42")); n != 0 {
 		t.Errorf("a metric point carries the unmapped name")
 	}
-	for _, out := range []string{middleware.OutcomeAcquired, middleware.OutcomeNotAcquired, middleware.OutcomeCtxDone} {
-		if n := sum(t, mt["latchkit.acquisitions"], middleware.AttrOutcome.String(out)); n != 1 {
+	for _, out := range []string{outcomeAcquired, outcomeNotAcquired, outcomeCtxDone} {
+		if n := sum(t, mt["latchkit.acquisitions"], attrOutcome.String(out)); n != 1 {
 			t.Errorf("latchkit.acquisitions{%s} = %d, want 1", out, n)
 		}
 	}
@@ -582,13 +599,13 @@ func TestTracingLossAfterFailedRelease(t *testing.T) {
 }
 
 // TestInnermostReachesMultiLease: a MultiLock's lease wrapped by Tracing
-// and by Reentrant still reaches its primitives.MultiLease through
-// latchkit.Innermost.
+// and by a user's middleware still reaches its primitives.MultiLease
+// through latchkit.Innermost.
 func TestInnermostReachesMultiLease(t *testing.T) {
 	tel := newTelemetry(t)
 	_, bs := miniBackends(t, 1, nil)
-	m, _ := primitives.NewMultiLock(clienttest.For(t, bs[0]), []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(primitives.Reentrant()))
-	ctx := primitives.WithOwner(context.Background(), "me")
+	m, _ := primitives.NewMultiLock(clienttest.For(t, bs[0]), []string{"a", "b"}, tel.tracing(), primitives.WithMiddleware(wrapLeases))
+	ctx := context.Background()
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -624,7 +641,7 @@ func TestTracingWithPropagators(t *testing.T) {
 		t.Fatal(err)
 	}
 	holderSpan := tel.ended("latchkit.Lock", latchkit.KindMutex)[0].SpanContext()
-	if who, _ := ms[0].Get(keyspace.KeyBase(primitives.DefaultPrefix, "p") + ":who"); !strings.Contains(who, "baggage=") || !strings.Contains(who, "traceparent=") {
+	if who, _ := ms[0].Get(keyspace.KeyBase(keyspace.DefaultPrefix, "p") + ":who"); !strings.Contains(who, "baggage=") || !strings.Contains(who, "traceparent=") {
 		t.Fatalf("stored annotation %q, want both fields of the propagator", who)
 	}
 	if _, err := waiter.TryLock(context.Background()); !errors.Is(err, latchkit.ErrNotAcquired) {
@@ -685,22 +702,22 @@ func TestTracingLatchWait(t *testing.T) {
 		minAttempts int64
 		err         bool
 	}{
-		{middleware.OutcomeAcquired, 2, false},
-		{middleware.OutcomeAcquired, 1, false},
-		{middleware.OutcomeCtxDone, 1, false},
+		{outcomeAcquired, 2, false},
+		{outcomeAcquired, 1, false},
+		{outcomeCtxDone, 1, false},
 	} {
 		s := spans[i]
 		a := s.Attributes()
 		if s.SpanKind() != trace.SpanKindClient {
 			t.Errorf("span %d: kind %v, want client", i, s.SpanKind())
 		}
-		if n := attr(a, middleware.AttrName).AsString(); n != "shards" {
+		if n := attr(a, attrName).AsString(); n != "shards" {
 			t.Errorf("span %d: name attribute %q", i, n)
 		}
-		if out := attr(a, middleware.AttrOutcome).AsString(); out != want.outcome {
+		if out := attr(a, attrOutcome).AsString(); out != want.outcome {
 			t.Errorf("span %d: outcome %q, want %q", i, out, want.outcome)
 		}
-		attempts := attr(a, middleware.AttrAttempts).AsInt64()
+		attempts := attr(a, attrAttempts).AsInt64()
 		if attempts < want.minAttempts || (i == 1 && attempts != 1) {
 			t.Errorf("span %d: %d attempts, want at least %d", i, attempts, want.minAttempts)
 		}
@@ -713,7 +730,7 @@ func TestTracingLatchWait(t *testing.T) {
 		if events != attempts {
 			t.Errorf("span %d: %d attempt events for %d attempts", i, events, attempts)
 		}
-		if v := attr(a, middleware.AttrFence); v.Type() != attribute.INVALID {
+		if v := attr(a, attrFence); v.Type() != attribute.INVALID {
 			t.Errorf("span %d: a fence attribute %v on a latch's Wait", i, v.Emit())
 		}
 		if isErr := s.Status().Code == codes.Error; isErr != want.err {
@@ -724,11 +741,11 @@ func TestTracingLatchWait(t *testing.T) {
 		t.Errorf("%d spans in all, want only the 3 Wait spans", n)
 	}
 	m := tel.metrics(t)
-	kind := middleware.AttrKind.String(string(latchkit.KindLatch))
-	if n := sum(t, m["latchkit.acquisitions"], kind, middleware.AttrOutcome.String(middleware.OutcomeAcquired)); n != 2 {
+	kind := attrKind.String(string(latchkit.KindLatch))
+	if n := sum(t, m["latchkit.acquisitions"], kind, attrOutcome.String(outcomeAcquired)); n != 2 {
 		t.Errorf("latchkit.acquisitions{latch, acquired} = %d, want 2", n)
 	}
-	if n := sum(t, m["latchkit.acquisitions"], kind, middleware.AttrOutcome.String(middleware.OutcomeCtxDone)); n != 1 {
+	if n := sum(t, m["latchkit.acquisitions"], kind, attrOutcome.String(outcomeCtxDone)); n != 1 {
 		t.Errorf("latchkit.acquisitions{latch, ctx_done} = %d, want 1", n)
 	}
 	if n := sum(t, m["latchkit.acquire.duration"], kind); n != 3 {
@@ -739,5 +756,21 @@ func TestTracingLatchWait(t *testing.T) {
 	}
 	if n := sum(t, m["latchkit.hold.duration"]) + sum(t, m["latchkit.lease.lost"]); n != 0 {
 		t.Errorf("hold time or lost leases recorded for a latch's Wait: %d points", n)
+	}
+}
+
+// wrappedLease is a user middleware's wrapper of a lease (latchkit.Wrapper).
+type wrappedLease struct{ latchkit.Lease }
+
+func (w wrappedLease) Unwrap() latchkit.Lease { return w.Lease }
+
+// wrapLeases wraps every lease granted in a wrappedLease.
+func wrapLeases(next latchkit.Acquire) latchkit.Acquire {
+	return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+		l, err := next(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return wrappedLease{l}, nil
 	}
 }

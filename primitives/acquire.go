@@ -13,7 +13,6 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/pubsub"
-	"github.com/latchkit/latchkit/retry"
 )
 
 // acquisition describes one logical Lock or Acquire of a primitive.
@@ -245,9 +244,9 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 				}
 			}
 		case isHeld && held.WaitHint > 0:
-			werr = retry.Sleep(ctx, min(d, held.WaitHint))
+			werr = sleepCtx(ctx, min(d, held.WaitHint))
 		default: // no release to wait for: Redis was not reached
-			werr = retry.Sleep(ctx, d)
+			werr = sleepCtx(ctx, d)
 		}
 		if werr != nil {
 			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
@@ -420,7 +419,7 @@ func retryGiveBack(ctx context.Context, token string, f func(context.Context, st
 	quick := time.Now().Add(time.Second)
 	pause := 5 * time.Millisecond
 	for {
-		if retry.Sleep(ctx, pause) != nil {
+		if sleepCtx(ctx, pause) != nil {
 			return
 		}
 		start := time.Now()

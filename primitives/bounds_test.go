@@ -426,7 +426,7 @@ func TestBoundLeastRetention(t *testing.T) {
 	}
 }
 
-// A leader value of MaxLeaderValue bytes is seated; one byte more is
+// A leader value of maxLeaderValue bytes is seated; one byte more is
 // ErrInvalid and writes nothing.
 func TestBoundLeaderValue(t *testing.T) {
 	s := startBoundServer(t)
@@ -435,13 +435,13 @@ func TestBoundLeaderValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := e.TryCampaign(ctx, strings.Repeat("x", primitives.MaxLeaderValue+1)); !errors.Is(err, latchkit.ErrInvalid) {
-		t.Errorf("a value of %d bytes: %v, want ErrInvalid", primitives.MaxLeaderValue+1, err)
+	if _, err := e.TryCampaign(ctx, strings.Repeat("x", maxLeaderValue+1)); !errors.Is(err, latchkit.ErrInvalid) {
+		t.Errorf("a value of %d bytes: %v, want ErrInvalid", maxLeaderValue+1, err)
 	}
 	if keys := s.m.Keys(); len(keys) != 0 {
 		t.Errorf("a refused value wrote %v", keys)
 	}
-	v := strings.Repeat("x", primitives.MaxLeaderValue)
+	v := strings.Repeat("x", maxLeaderValue)
 	l, err := e.TryCampaign(ctx, v)
 	if err != nil {
 		t.Fatalf("a value of %d bytes: %v", len(v), err)
@@ -498,3 +498,6 @@ func TestBoundObserverBacklog(t *testing.T) {
 		}
 	}
 }
+
+// maxLeaderValue is the longest value a campaign may give (4096 bytes).
+const maxLeaderValue = 4096

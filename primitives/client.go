@@ -77,9 +77,9 @@ func NewClient(b backend.Backend) (*Client, error) {
 	return c, nil
 }
 
-// Backend returns the backend the Client was made over (nil for a nil
-// Client).
-func (c *Client) Backend() backend.Backend {
+// backendOf is c's backend, nil for a nil Client (which newConfig
+// refuses).
+func backendOf(c *Client) backend.Backend {
 	if c == nil {
 		return nil
 	}

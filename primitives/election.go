@@ -27,7 +27,7 @@ type Election interface {
 	// to the next, Context ends when leadership is lost, Release resigns,
 	// and the next campaigner takes over at once (woken, in arrival
 	// order). value is what Leader and Observe report: a non-empty string
-	// of at most MaxLeaderValue bytes, else an error matching
+	// of at most 4096 bytes, else an error matching
 	// latchkit.ErrInvalid.
 	Campaign(ctx context.Context, value string) (latchkit.Lease, error)
 	// TryCampaign makes one attempt: it leads at once if the seat is free
@@ -95,8 +95,8 @@ type LeaderInfo struct {
 // ErrNoLeader is the error of Leader when nobody leads.
 var ErrNoLeader = errors.New("latchkit: no leader")
 
-// MaxLeaderValue is the longest value a campaign may give.
-const MaxLeaderValue = 4096
+// maxLeaderValue is the longest value a campaign may give.
+const maxLeaderValue = 4096
 
 // The Election scripts (lua/el_*.lua; keys in el_acquire.lua). A
 // campaign is a waiting Mutex Lock on the election's own keys (the Mutex
@@ -135,7 +135,7 @@ type election struct {
 // candidates' values (:el:cand), and they disappear like a Mutex's when
 // nobody campaigns.
 func NewElection(cl *Client, name string, opts ...Option) (Election, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	cfg, err := newConfig(latchkit.KindElection, cl, name, opts)
 	if err != nil {
 		return nil, err
@@ -162,8 +162,8 @@ func (e *election) campaign(ctx context.Context, value string, try bool) (latchk
 	switch {
 	case value == "":
 		return nil, invalid("campaign", latchkit.KindElection, e.name, "empty value: a leader's value tells it apart from an empty seat")
-	case len(value) > MaxLeaderValue:
-		return nil, invalid("campaign", latchkit.KindElection, e.name, "value of %d bytes, above MaxLeaderValue (%d)", len(value), MaxLeaderValue)
+	case len(value) > maxLeaderValue:
+		return nil, invalid("campaign", latchkit.KindElection, e.name, "value of %d bytes, above maxLeaderValue (%d)", len(value), maxLeaderValue)
 	}
 	attempt := func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
 		start := time.Now()
@@ -502,6 +502,9 @@ func (v *seatView) news(n seatNews, now time.Time) (LeaderInfo, bool) {
 
 // sleepCtx sleeps for d or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -95,7 +95,7 @@ func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func newFairSemaphore(kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (*fairSemaphore, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	st, err := newSite(keyspace.FairLayout, kind, cl, name, limit, opts)
 	if err != nil {
 		return nil, err

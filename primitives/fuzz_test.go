@@ -205,21 +205,21 @@ func (c *fuzzCase) effTTL() time.Duration {
 	if c.bits&optTTL != 0 {
 		return c.ttl
 	}
-	return primitives.DefaultTTL
+	return 10 * time.Second // the default TTL
 }
 
 func (c *fuzzCase) effPrefix() string {
 	if c.bits&optPrefix != 0 {
 		return c.prefix
 	}
-	return primitives.DefaultPrefix
+	return keyspace.DefaultPrefix
 }
 
 func (c *fuzzCase) effWaiter() time.Duration {
 	if c.bits&optWaiter != 0 {
 		return c.waiter
 	}
-	return primitives.DefaultWaiterTimeout
+	return (3 * time.Second)
 }
 
 func (c *fuzzCase) effInstance() time.Duration {

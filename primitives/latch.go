@@ -12,7 +12,6 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/retry"
 )
 
 // Latch is a countdown latch shared over Redis, like Java's CountDownLatch
@@ -106,7 +105,7 @@ type latch struct {
 // WithReplicaAck is refused (an error matching latchkit.ErrInvalid); the
 // others are checked as for every primitive and otherwise ignored.
 func NewLatch(cl *Client, name string, opts ...Option) (Latch, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	cfg, err := newConfig(latchkit.KindLatch, cl, name, opts)
 	if err != nil {
 		return nil, err
@@ -256,7 +255,7 @@ func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (bac
 		if d == backoff.Stop {
 			return nil, fmt.Errorf("gave up after %d tries: %w", tries, err)
 		}
-		if werr := retry.Sleep(ctx, d); werr != nil {
+		if werr := sleepCtx(ctx, d); werr != nil {
 			if cause := context.Cause(ctx); cause == errClientClosed {
 				werr = fmt.Errorf("%w: %w", cause, werr)
 			}

@@ -80,7 +80,7 @@ func TestLatchRetention(t *testing.T) {
 	ctx := context.Background()
 	tick := func(d time.Duration) { now = now.Add(d); m.SetTime(now); m.FastForward(d) }
 	l, _ := NewLatch(testClient(t, b), "r", WithRetention(time.Hour))
-	key := keyspace.LatchLayout.KeysOf(DefaultPrefix, "r")[0]
+	key := keyspace.LatchLayout.KeysOf(defaultPrefix, "r")[0]
 	l.TrySetCount(ctx, 3)
 	if ttl := m.TTL(key); ttl != time.Hour {
 		t.Errorf("set: ttl %v, want 1h", ttl)
@@ -136,7 +136,7 @@ func TestLatchRetention(t *testing.T) {
 // and returns again for the same owner: no hold is kept for a nil lease.
 func TestLatchWaitThroughReentrant(t *testing.T) {
 	_, b := newMiniBackend(t)
-	l, err := NewLatch(testClient(t, b), "re", WithMiddleware(Reentrant()))
+	l, err := NewLatch(testClient(t, b), "re", WithMiddleware(reentrantMiddleware()))
 	if err != nil {
 		t.Fatal(err)
 	}

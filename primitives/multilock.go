@@ -80,7 +80,7 @@ type multiLock struct {
 // MultiLease whose Fences gives each name's own fence, the one a resource
 // guarded by that name should check.
 func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	label := strings.Join(names, ",")
 	cfg, err := newConfig(latchkit.KindMultiLock, cl, label, opts)
 	if err != nil {

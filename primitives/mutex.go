@@ -130,7 +130,7 @@ func NewMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
 }
 
 func newMutex(kind latchkit.Kind, cl *Client, name string, opts []Option) (*mutex, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	cfg, err := newConfig(kind, cl, name, opts)
 	if err != nil {
 		return nil, err
@@ -289,7 +289,7 @@ func pair(v backend.Value) (bool, int64, string, error) {
 // annotation is what an attempt stores beside its grant: the request's
 // Annotation, or nothing when it is too long to store.
 func annotation(a string) string {
-	if len(a) > latchkit.MaxAnnotation {
+	if len(a) > keyspace.MaxAnnotation {
 		return ""
 	}
 	return a

@@ -59,7 +59,7 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 	}
 	if _, err := mu.attempt(ctx, &attempt{token: newToken(), n: 1}); !errors.As(err, &held) {
 		t.Errorf("other token: %v", err)
-	} else if want := DefaultWaiterTimeout / 3; held.WaitHint != want {
+	} else if want := defaultWaiterTimeout / 3; held.WaitHint != want {
 		t.Errorf("queued wait hint %v, want %v", held.WaitHint, want)
 	}
 }
@@ -272,7 +272,7 @@ func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 	}
 	// The retries run in the background: the caller is not held past its
 	// deadline.
-	q := keyspace.KeyBase(DefaultPrefix, "w") + ":q"
+	q := keyspace.KeyBase(defaultPrefix, "w") + ":q"
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		members, _ := m.ZMembers(q)
 		if fb.seen.Load() == 4 && len(members) == 0 {

@@ -9,15 +9,16 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/nilness"
 	"github.com/latchkit/latchkit/retry"
 )
 
-// DefaultTTL is the lease time when WithTTL is not given.
-const DefaultTTL = 10 * time.Second
+// defaultTTL is the lease time when WithTTL is not given.
+const defaultTTL = 10 * time.Second
 
-// DefaultPrefix is the key namespace when WithPrefix is not given.
-const DefaultPrefix = "latch:"
+// defaultPrefix is the key namespace when WithPrefix is not given.
+const defaultPrefix = keyspace.DefaultPrefix
 
 // Option configures a primitive.
 type Option func(*config)
@@ -86,12 +87,12 @@ func WithRetry(p retry.Policy) Option {
 // waiter to confirm (at most the TTL). It must be at least 3ms.
 func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.waiterTimeout = d } }
 
-// DefaultRetention is how long a primitive's fence counter outlives its
+// defaultRetention is how long a primitive's fence counter outlives its
 // last grant when WithRetention is not given.
-const DefaultRetention = 24 * time.Hour
+const defaultRetention = keyspace.DefaultRetention
 
 // WithRetention sets how long a primitive's fence counter is kept after
-// its last grant (default DefaultRetention): a name nobody uses leaves no
+// its last grant (default 24h): a name nobody uses leaves no
 // key once its leases, queues and markers have expired and the retention
 // has passed. A Mutex, ReentrantMutex, MultiLock, Redlock and Election
 // keep no counter (a lock holds its own fence) and do not use it. Fences keep increasing across that expiry, because a fence
@@ -171,7 +172,7 @@ func ownerFrom(ctx context.Context) string {
 
 // newConfig applies opts and checks the arguments every primitive shares.
 func newConfig(kind latchkit.Kind, cl *Client, name string, opts []Option) (config, error) {
-	c := config{cl: cl, cls: []*Client{cl}, ttl: DefaultTTL, autoExtend: true, prefix: DefaultPrefix, waiterTimeout: DefaultWaiterTimeout, retention: DefaultRetention}
+	c := config{cl: cl, cls: []*Client{cl}, ttl: defaultTTL, autoExtend: true, prefix: defaultPrefix, waiterTimeout: defaultWaiterTimeout, retention: defaultRetention}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -196,7 +197,7 @@ func newConfig(kind latchkit.Kind, cl *Client, name string, opts []Option) (conf
 	case c.retention < time.Millisecond:
 		return fail("retention %v is below 1ms", c.retention)
 	case c.prefix == "":
-		return fail("empty prefix: latchkit's keys would mix with the application's (the default is %q)", DefaultPrefix)
+		return fail("empty prefix: latchkit's keys would mix with the application's (the default is %q)", defaultPrefix)
 	case strings.ContainsAny(c.prefix, "{}"):
 		return fail("prefix %q contains '{' or '}'", c.prefix)
 	case c.noRetry:

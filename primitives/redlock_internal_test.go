@@ -27,8 +27,8 @@ func TestRedlockReleaseWithSilentHolderIsNotLost(t *testing.T) {
 	for i := range 5 {
 		m, b := newMiniBackend(t)
 		if i >= 3 {
-			m.Set(keyspace.KeyBase(DefaultPrefix, "r"), "someone else")
-			m.SetTTL(keyspace.KeyBase(DefaultPrefix, "r"), time.Minute) // as latchkit writes a lock: one without expiry is refused
+			m.Set(keyspace.KeyBase(defaultPrefix, "r"), "someone else")
+			m.SetTTL(keyspace.KeyBase(defaultPrefix, "r"), time.Minute) // as latchkit writes a lock: one without expiry is refused
 		}
 		if i == 2 {
 			hung = newHangs(b)
@@ -93,7 +93,7 @@ func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
 		if i == 0 {
 			// A fence kept an hour ahead of the clock, beside the
 			// finished tokens.
-			if _, err := m.ZAdd(keyspace.KeyBase(DefaultPrefix, "f")+":gone", float64(time.Now().Add(time.Hour).UnixMicro()), "#"); err != nil {
+			if _, err := m.ZAdd(keyspace.KeyBase(defaultPrefix, "f")+":gone", float64(time.Now().Add(time.Hour).UnixMicro()), "#"); err != nil {
 				t.Fatal(err)
 			}
 		} else {

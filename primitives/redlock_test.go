@@ -215,7 +215,7 @@ func TestRedlockBadInput(t *testing.T) {
 		what string
 		opt  primitives.Option
 	}{
-		{"instance timeout at the ttl", primitives.WithInstanceTimeout(primitives.DefaultTTL)},
+		{"instance timeout at the ttl", primitives.WithInstanceTimeout((10 * time.Second))},
 		{"negative instance timeout", primitives.WithInstanceTimeout(-time.Second)},
 	} {
 		if m, err := primitives.NewRedlock(clienttest.All(t, bs), "x", c.opt); !errors.Is(err, latchkit.ErrInvalid) || m != nil {

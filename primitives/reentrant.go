@@ -25,7 +25,7 @@ func NewReentrantMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.cfg.use(Reentrant())
+	m.cfg.use(reentrantMiddleware())
 	return &reentrantMutex{m}, nil
 }
 
@@ -39,7 +39,7 @@ func (r *reentrantMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 	return r.acquire(ctx, latchkit.KindReentrantMutex, true)
 }
 
-// Reentrant returns a middleware that lets the owner carried in the context
+// reentrantMiddleware returns a middleware that lets the owner carried in the context
 // (WithOwner) re-enter what it already holds without a round
 // trip: each nested acquisition returns a lease on the same grant (same
 // token, fence and Context), each Release gives up one level, and the
@@ -51,7 +51,7 @@ func (r *reentrantMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 // A request without an owner fails with an error matching
 // latchkit.ErrInvalid: a reentrant lock without an owner would silently be
 // a plain one.
-func Reentrant() latchkit.Middleware {
+func reentrantMiddleware() latchkit.Middleware {
 	r := &reentrant{held: map[holdKey]*hold{}}
 	return func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {

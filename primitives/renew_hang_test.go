@@ -195,7 +195,7 @@ func TestRenewExtendOnlyToldAtOnce(t *testing.T) {
 	wy := watchLease(ly, time.Now(), ttlY)
 	hx.stop("")
 	time.Sleep(100 * time.Millisecond)
-	my.Del(keyspace.KeyBase(DefaultPrefix, "y"))
+	my.Del(keyspace.KeyBase(defaultPrefix, "y"))
 	deleted := time.Now()
 	for deadline := time.Now().Add(2 * ttlY); wy.end().IsZero() && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)

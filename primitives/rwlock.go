@@ -21,12 +21,12 @@ type RWLock interface {
 	TryLock(ctx context.Context) (latchkit.Lease, error)
 }
 
-// DefaultWaiterTimeout is how long a waiter's place (a writer's intent on
+// defaultWaiterTimeout is how long a waiter's place (a writer's intent on
 // an RWLock, a ticket in a FairSemaphore) outlives its last attempt when
 // WithWaiterTimeout is not given. A waiting Lock re-attempts at a third of
 // it, so a live waiter never loses its place; an abandoned one (its process
 // gone) stops blocking others after it.
-const DefaultWaiterTimeout = 3 * time.Second
+const defaultWaiterTimeout = 3 * time.Second
 
 // The RWLock scripts (lua/rw_*.lua; keys in rw_read.lua). A reader's
 // extend and TTL are the Semaphore's, given the readers and fences as
@@ -66,7 +66,7 @@ type rwlock struct {
 // timeout (WithWaiterTimeout), so an abandoned writer does not block readers
 // for longer. Read and write grants take fences from one counter.
 func NewRWLock(cl *Client, name string, opts ...Option) (RWLock, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	cfg, err := newConfig(latchkit.KindReadLock, cl, name, opts)
 	if err != nil {
 		return nil, err

@@ -81,7 +81,7 @@ func TestWrongTypeAttemptChangesNothing(t *testing.T) {
 			return next(ctx, req)
 		}
 	})
-	p := primitives.DefaultPrefix
+	p := keyspace.DefaultPrefix
 	cases := []struct {
 		name    string
 		key     string // set to bad before the attempt

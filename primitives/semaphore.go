@@ -81,7 +81,7 @@ func NewSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore
 }
 
 func newSemaphore(kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (*semaphore, error) {
-	b := cl.Backend()
+	b := backendOf(cl)
 	st, err := newSite(keyspace.SemLayout, kind, cl, name, limit, opts)
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func loopConfig(p retry.Policy) *config {
 	if err != nil {
 		panic(err)
 	}
-	return &config{cl: cl, cls: []*Client{cl}, ttl: time.Second, retry: p, waiterTimeout: DefaultWaiterTimeout}
+	return &config{cl: cl, cls: []*Client{cl}, ttl: time.Second, retry: p, waiterTimeout: defaultWaiterTimeout}
 }
 
 func run(ctx context.Context, c *config, a acquisition) (latchkit.Lease, *latchkit.Request, error) {
@@ -418,5 +418,35 @@ func TestWaitGivesUpWithTheContext(t *testing.T) {
 			t.Errorf("try=%v: returned %v while the context's Err was still nil", try, err)
 		}
 		cancel()
+	}
+}
+
+// sleepCtx waits d, or until ctx is done; it returns at once, with
+// ctx's error, for d <= 0.
+func TestSleepCtx(t *testing.T) {
+	if err := sleepCtx(context.Background(), 0); err != nil {
+		t.Fatalf("sleepCtx(0) = %v", err)
+	}
+	if err := sleepCtx(context.Background(), -time.Second); err != nil {
+		t.Fatalf("sleepCtx(-1s) = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sleepCtx(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("sleepCtx(done ctx, 0) = %v", err)
+	}
+	start := time.Now()
+	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("sleepCtx(done ctx, 1h) = %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("Sleep on a done ctx took %v", el)
+	}
+	start = time.Now()
+	if err := sleepCtx(context.Background(), 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Fatalf("sleepCtx(20ms) returned after %v", el)
 	}
 }

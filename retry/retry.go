@@ -11,7 +11,6 @@
 package retry
 
 import (
-	"context"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -21,46 +20,22 @@ import (
 // from the backoff ends the waiting with ErrNotAcquired.
 type Policy func() backoff.BackOff
 
-// ExponentialOption tunes Exponential.
-type ExponentialOption func(*backoff.ExponentialBackOff)
-
-// WithInitial sets the first delay (default 5ms).
-func WithInitial(d time.Duration) ExponentialOption {
-	return func(b *backoff.ExponentialBackOff) { b.InitialInterval = d }
-}
-
-// WithMax caps the delay before jitter is applied (default 500ms): with a
-// jitter of f, a single delay can reach max*(1+f).
-func WithMax(d time.Duration) ExponentialOption {
-	return func(b *backoff.ExponentialBackOff) { b.MaxInterval = d }
-}
-
-// WithMultiplier sets the growth factor per attempt (default 2).
-func WithMultiplier(f float64) ExponentialOption {
-	return func(b *backoff.ExponentialBackOff) { b.Multiplier = f }
-}
-
-// WithJitter sets the randomization factor: each delay is drawn uniformly
-// from [d*(1-f), d*(1+f)] (default 0.5).
-func WithJitter(f float64) ExponentialOption {
-	return func(b *backoff.ExponentialBackOff) { b.RandomizationFactor = f }
-}
-
 // Exponential is the default policy: delays growing from 5ms by a factor of
 // 2 up to 500ms, each randomized by ±50%, never giving up on its own (the
-// caller's context bounds the wait).
-func Exponential(opts ...ExponentialOption) Policy {
+// caller's context bounds the wait). Another shape is a Policy of its own
+// over backoff's options:
+//
+//	func() backoff.BackOff {
+//		return backoff.NewExponentialBackOff(backoff.WithMaxInterval(50*time.Millisecond), backoff.WithMaxElapsedTime(0))
+//	}
+func Exponential() Policy {
 	return func() backoff.BackOff {
-		b := backoff.NewExponentialBackOff(backoff.WithMaxElapsedTime(0))
-		b.InitialInterval = 5 * time.Millisecond
-		b.MaxInterval = 500 * time.Millisecond
-		b.Multiplier = 2
-		b.RandomizationFactor = 0.5
-		for _, o := range opts {
-			o(b)
-		}
-		b.Reset()
-		return b
+		return backoff.NewExponentialBackOff(
+			backoff.WithInitialInterval(5*time.Millisecond),
+			backoff.WithMaxInterval(500*time.Millisecond),
+			backoff.WithMultiplier(2),
+			backoff.WithRandomizationFactor(0.5),
+			backoff.WithMaxElapsedTime(0))
 	}
 }
 
@@ -105,18 +80,3 @@ func (e *elapsed) NextBackOff() time.Duration {
 }
 
 func (e *elapsed) Reset() { e.start = time.Now(); e.b.Reset() }
-
-// Sleep waits for d or until ctx is done, returning ctx.Err() in that case.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -1,8 +1,6 @@
 package retry_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -38,36 +36,6 @@ func TestExponentialDefaults(t *testing.T) {
 			t.Fatalf("delay %d = %v, want in [%v, %v]", i, d, lo, hi)
 		}
 		interval = min(interval*2, 500*time.Millisecond)
-	}
-}
-
-func TestExponentialOptions(t *testing.T) {
-	p := retry.Exponential(
-		retry.WithInitial(10*time.Millisecond),
-		retry.WithMax(40*time.Millisecond),
-		retry.WithMultiplier(3),
-		retry.WithJitter(0),
-	)
-	want := []time.Duration{10, 30, 40, 40, 40}
-	for run := range 2 { // every call of the policy starts afresh
-		b := p()
-		for i, w := range want {
-			if d := b.NextBackOff(); d != w*time.Millisecond {
-				t.Fatalf("run %d delay %d = %v, want %v", run, i, d, w*time.Millisecond)
-			}
-		}
-		b.Reset()
-		if d := b.NextBackOff(); d != 10*time.Millisecond {
-			t.Fatalf("after Reset: %v, want 10ms", d)
-		}
-	}
-
-	// Jitter draws from [d*(1-f), d*(1+f)].
-	b := retry.Exponential(retry.WithInitial(100*time.Millisecond), retry.WithJitter(0.1), retry.WithMultiplier(1))()
-	for range 100 {
-		if d := b.NextBackOff(); d < 90*time.Millisecond || d > 110*time.Millisecond {
-			t.Fatalf("jittered delay %v outside [90ms, 110ms]", d)
-		}
 	}
 }
 
@@ -119,33 +87,5 @@ func TestMaxElapsedPolicy(t *testing.T) {
 	b = retry.MaxElapsed(retry.MaxAttempts(retry.Constant(time.Millisecond), 1), time.Hour)()
 	if d := b.NextBackOff(); d != backoff.Stop {
 		t.Fatalf("delay %v, want Stop from the inner policy", d)
-	}
-}
-
-func TestSleep(t *testing.T) {
-	if err := retry.Sleep(context.Background(), 0); err != nil {
-		t.Fatalf("Sleep(0) = %v", err)
-	}
-	if err := retry.Sleep(context.Background(), -time.Second); err != nil {
-		t.Fatalf("Sleep(-1s) = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := retry.Sleep(ctx, 0); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Sleep(done ctx, 0) = %v", err)
-	}
-	start := time.Now()
-	if err := retry.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Sleep(done ctx, 1h) = %v", err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("Sleep on a done ctx took %v", el)
-	}
-	start = time.Now()
-	if err := retry.Sleep(context.Background(), 20*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el < 20*time.Millisecond {
-		t.Fatalf("Sleep(20ms) returned after %v", el)
 	}
 }

@@ -50,7 +50,7 @@ func (c *boxCache) box(s string) any {
 
 // evalArgs are the arguments of EVALSHA s (EVAL with its source when
 // source is set) over keys and args, in one slice.
-func (b *Backend) evalArgs(s *backend.Script, keys, args []string, source bool) []any {
+func (b *adapter) evalArgs(s *backend.Script, keys, args []string, source bool) []any {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	if source {
 		a = append(a, "eval", b.boxes.box(s.Source()))
@@ -73,7 +73,7 @@ func (b *Backend) evalArgs(s *backend.Script, keys, args []string, source bool) 
 
 // evalCmd makes the command of evalArgs, routed by its first key (as
 // go-redis's own Eval does).
-func (b *Backend) evalCmd(ctx context.Context, s *backend.Script, keys, args []string, source bool) *redis.Cmd {
+func (b *adapter) evalCmd(ctx context.Context, s *backend.Script, keys, args []string, source bool) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, b.evalArgs(s, keys, args, source)...)
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
@@ -82,7 +82,7 @@ func (b *Backend) evalCmd(ctx context.Context, s *backend.Script, keys, args []s
 }
 
 // run runs s over keys and args on c: EVALSHA, then EVAL on NOSCRIPT.
-func (b *Backend) run(ctx context.Context, c interface {
+func (b *adapter) run(ctx context.Context, c interface {
 	Process(context.Context, redis.Cmder) error
 }, s *backend.Script, keys, args []string) *redis.Cmd {
 	cmd := b.evalCmd(ctx, s, keys, args, false)

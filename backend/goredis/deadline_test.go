@@ -130,7 +130,7 @@ func TestDeadlineHungServer(t *testing.T) {
 				srv := redistest.Start(t)
 				c := k.make(srv.Addr)
 				defer c.Close()
-				b := goredis.New(c)
+				b := goredis.New(c).(adapter)
 				ctx := ctxT(t, 10*time.Second)
 				// Warm up: a pooled connection, the script loaded, a
 				// subscription open.
@@ -220,7 +220,7 @@ func TestAddDeadlineWhileReconnecting(t *testing.T) {
 			defer p.Close()
 			c := k.make(p.Addr)
 			defer c.Close()
-			b := goredis.New(c)
+			b := goredis.New(c).(adapter)
 			ctx := ctxT(t, 10*time.Second)
 			dropped := make(chan error, 1)
 			sub, err := b.Subscribe(ctx, backend.Handler{Dropped: func(err error) { dropped <- err }})
@@ -273,7 +273,7 @@ func TestAbandonedCallsEnd(t *testing.T) {
 	const readTimeout = 500 * time.Millisecond
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: readTimeout, DialTimeout: readTimeout})
 	defer c.Close()
-	b := goredis.New(c)
+	b := goredis.New(c).(adapter)
 	ctx := ctxT(t, 10*time.Second)
 	if _, err := b.Eval(ctx, writeScript, []string{"k"}, []string{"0"}); err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func TestEvalFastPathAllocs(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
-	b := goredis.New(c)
+	b := goredis.New(c).(adapter)
 	ctx := context.Background()
 	keys := []string{"latch:{m}", "latch:{m}:fence", "latch:{m}:released", "latch:{m}:who", "latch:{m}:gone"}
 	args := []string{"0123456789abcdef0123456789abcdef", "10000", "", "86400000"}

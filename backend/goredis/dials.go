@@ -147,7 +147,7 @@ func watchOnce[C any](c *C, add func(*dialWatch)) *dialWatch {
 // after PoolSize dials in a row failed, hands out the last dial's error
 // without dialing) ends with what go-redis said, which names the
 // connection's error unless the context's end cut a retry's pause short.
-func (b *Backend) unreached(ctx context.Context, start time.Time, err error) error {
+func (b *adapter) unreached(ctx context.Context, start time.Time, err error) error {
 	if err == nil || b.dials == nil || !ctxEnded(ctx) || errors.Is(err, backend.ErrUnavailable) ||
 		!(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		return err

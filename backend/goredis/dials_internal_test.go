@@ -53,7 +53,7 @@ func TestUnreached(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := &Backend{}
+			b := &adapter{}
 			if c.watched {
 				b.dials = new(dialWatch)
 			}

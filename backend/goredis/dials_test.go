@@ -17,21 +17,21 @@ import (
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
-// ops are the Backend's script calls, each returning its error.
+// ops are the adapter's script calls, each returning its error.
 var ops = []struct {
 	name string
-	call func(ctx context.Context, b *goredis.Backend) error
+	call func(ctx context.Context, b adapter) error
 }{
-	{"Eval", func(ctx context.Context, b *goredis.Backend) error {
+	{"Eval", func(ctx context.Context, b adapter) error {
 		_, err := b.Eval(ctx, writeScript, []string{"k"}, []string{"v"})
 		return err
 	}},
-	{"EvalBatch", func(ctx context.Context, b *goredis.Backend) error {
+	{"EvalBatch", func(ctx context.Context, b adapter) error {
 		calls := []backend.Call{{Script: writeScript, Keys: []string{"k"}, Args: []string{"v"}}}
 		b.EvalBatch(ctx, calls)
 		return calls[0].Err
 	}},
-	{"EvalAck", func(ctx context.Context, b *goredis.Backend) error {
+	{"EvalAck", func(ctx context.Context, b adapter) error {
 		_, _, err := b.EvalAck(ctx, writeScript, []string{"k"}, []string{"v"}, 1, time.Second)
 		return err
 	}},
@@ -81,7 +81,7 @@ func TestCutShortAgainstDeadAddrSaysUnavailable(t *testing.T) {
 					t.Parallel()
 					c := k.make(redistest.DeadAddr(t), cte)
 					defer c.Close()
-					b := goredis.New(c)
+					b := goredis.New(c).(adapter)
 					ctx, cancel := context.WithTimeout(context.Background(), k.deadline)
 					defer cancel()
 					start := time.Now()
@@ -116,7 +116,7 @@ func TestCutShortHungServerOnlyDeadline(t *testing.T) {
 			t.Parallel()
 			c := redis.NewClient(&redis.Options{Addr: redistest.SilentAddr(t), ContextTimeoutEnabled: cte})
 			t.Cleanup(func() { c.Close() }) // after the listener's cleanup: closed connections end the call
-			b := goredis.New(c)
+			b := goredis.New(c).(adapter)
 			for _, op := range ops {
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				err := op.call(ctx, b)
@@ -174,7 +174,7 @@ func TestNewHooksOnce(t *testing.T) {
 			nodes = append(nodes, h)
 			mu.Unlock()
 		})
-		b := goredis.New(cc)
+		b := goredis.New(cc).(adapter)
 		goredis.New(cc)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()

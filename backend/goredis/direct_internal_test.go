@@ -23,7 +23,7 @@ func TestHonoursContext(t *testing.T) {
 		}
 		for name, c := range clients {
 			want := on && name != "wrapper"
-			if got := New(c).direct; got != want {
+			if got := New(c).(*adapter).direct; got != want {
 				t.Errorf("%s with ContextTimeoutEnabled %v: direct %v, want %v", name, on, got, want)
 			}
 			if err := c.Close(); err != nil {

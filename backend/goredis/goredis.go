@@ -1,12 +1,12 @@
 // Package goredis adapts github.com/redis/go-redis/v9 to backend.Backend.
 //
 // *redis.Client, *redis.ClusterClient and the Sentinel-backed failover
-// client (a *redis.Client) work. A *redis.Ring is refused (see Validate):
-// it shards keys by hash with neither a Cluster's redirects nor pub/sub
-// that follows the keys, so a MultiLock over names on two shards would
-// hold nothing on one of them, and release messages would miss their
-// waiters. Shard with a Redis Cluster instead, or use a Redlock over
-// independent servers.
+// client (a *redis.Client) work. A *redis.Ring is refused (by the
+// backend's Validate, see backend.Validator): it shards keys by hash with
+// neither a Cluster's redirects nor pub/sub that follows the keys, so a
+// MultiLock over names on two shards would hold nothing on one of them,
+// and release messages would miss their waiters. Shard with a Redis
+// Cluster instead, or use a Redlock over independent servers.
 //
 // Every call returns by its context's deadline or cancellation, whatever
 // the client's options. go-redis itself ignores context deadlines unless
@@ -55,8 +55,11 @@ import (
 	"github.com/latchkit/latchkit/internal/nilness"
 )
 
-// Backend is a backend.Backend over a go-redis client.
-type Backend struct {
+// adapter is the backend.Backend over a go-redis client that New returns.
+// Besides backend.Backend it implements backend.Batcher,
+// backend.ReplicaAcker, backend.Unwrapper, backend.Validator and
+// backend.Cluster (see the assertions at the end of this file).
+type adapter struct {
 	c      redis.UniversalClient
 	boxes  *boxCache // see args.go
 	health time.Duration
@@ -68,27 +71,30 @@ type Backend struct {
 	dials *dialWatch
 }
 
-// Option configures a Backend.
-type Option func(*Backend)
+// Option configures the backend New returns.
+type Option func(*adapter)
 
 // WithHealthCheck sets how long a subscription may stay silent before it
 // sends a PING; a PING unanswered for as long again means the connection is
 // dead and the subscription reports itself dropped. Default 5s.
 func WithHealthCheck(d time.Duration) Option {
-	return func(b *Backend) {
+	return func(b *adapter) {
 		if d > 0 {
 			b.health = d
 		}
 	}
 }
 
-// New returns a Backend over c. The caller keeps ownership of c: closing the
-// Backend does not close the client. New of a nil client (or a typed nil)
-// returns nil, which every constructor of package primitives refuses with
-// an error matching latchkit.ErrInvalid.
+// New returns a backend.Backend over c, which also implements
+// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
+// *redis.UniversalClient, a *redis.Cmdable, a **redis.Client or a
+// **redis.ClusterClient), backend.Validator and backend.Cluster. The
+// caller keeps ownership of c: the backend never closes the client. New
+// of a nil client (or a typed nil) returns nil, which every constructor
+// of package primitives refuses with an error matching latchkit.ErrInvalid.
 //
 // New adds a hook to c (redis.Hook; once per client, however many
-// Backends are made over it) that watches its dials: it keeps the time and
+// backends are made over it) that watches its dials: it keeps the time and
 // error of the latest one, and hooks nothing else (commands and pipelines
 // do not go through it). A call that go-redis ends with no more than its
 // context's error, which it does when the context ends while it is still
@@ -104,11 +110,11 @@ func WithHealthCheck(d time.Duration) Option {
 // in the client's list: go-redis's AutoPipeliner, on a client with hooks,
 // arms its guard against a hook reading a result inside the chain (a
 // goroutine lookup per batch).
-func New(c redis.UniversalClient, opts ...Option) *Backend {
+func New(c redis.UniversalClient, opts ...Option) backend.Backend {
 	if nilness.Is(c) {
 		return nil // refused by every constructor of package primitives (ErrInvalid)
 	}
-	b := &Backend{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c), dials: watchDials(c)}
+	b := &adapter{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c), dials: watchDials(c)}
 	for _, o := range opts {
 		o(b)
 	}
@@ -133,7 +139,7 @@ func honoursContext(c redis.UniversalClient) bool {
 
 // As sets target, which must be a *redis.UniversalClient, *redis.Cmdable or
 // a pointer to the concrete client type, to the wrapped client.
-func (b *Backend) As(target any) bool {
+func (b *adapter) As(target any) bool {
 	switch t := target.(type) {
 	case *redis.UniversalClient:
 		*t = b.c
@@ -160,7 +166,7 @@ func (b *Backend) As(target any) bool {
 // Validate reports a client latchkit cannot serve correctly: a *redis.Ring
 // (see the package doc). The primitives' constructors refuse such a
 // backend with an error wrapping latchkit.ErrInvalid.
-func (b *Backend) Validate() error {
+func (b *adapter) Validate() error {
 	if b == nil || nilness.Is(b.c) {
 		return errNoClient
 	}
@@ -175,14 +181,14 @@ var errNoClient = errors.New("goredis: the Backend has no client")
 var errRing = errors.New("goredis: a *redis.Ring cannot serve latchkit: it shards keys by hash without a Cluster's redirects or pub/sub that follows the keys (a MultiLock over two shards would hold nothing on one, release messages would miss waiters); use a Redis Cluster, or a Redlock over independent servers")
 
 // Cluster reports whether the client is a *redis.ClusterClient.
-func (b *Backend) Cluster() bool {
+func (b *adapter) Cluster() bool {
 	_, ok := b.c.(*redis.ClusterClient)
 	return ok
 }
 
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (as go-redis's
 // Script.Run does). It returns by ctx's end (see the package doc).
-func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+func (b *adapter) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	start := time.Now()
 	var v backend.Value
 	var err error
@@ -210,7 +216,7 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 		}
 		return nil, wrap(ctx, err)
 	}
-	return Normalize(v)
+	return normalize(v)
 }
 
 // EvalBatch runs calls in one pipeline of EVALSHA commands, then the calls
@@ -219,7 +225,7 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 // node) and a Ring's by shard, so calls may name keys of any slot. It
 // returns by ctx's end (see the package doc); calls it gave up on all get
 // an error matching ctx.Err().
-func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
+func (b *adapter) EvalBatch(ctx context.Context, calls []backend.Call) {
 	start := time.Now()
 	adapterkit.RunBatch(ctx, calls, !b.direct, b.pipeline)
 	for i := range calls {
@@ -228,7 +234,7 @@ func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
 }
 
 // pipeline sends calls in one go-redis pipeline (see adapterkit.Pipeline).
-func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
+func (b *adapter) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := b.c.Pipeline()
 	for i := range calls {
@@ -242,10 +248,10 @@ func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source boo
 	}
 }
 
-// Normalize turns a go-redis reply into a backend.Value. Replies of types
+// normalize turns a go-redis reply into a backend.Value. Replies of types
 // outside backend.Value (RESP3 doubles, booleans, maps) are converted: a
 // boolean to 1 or nil, a double to its string form, a map to a flat array.
-func Normalize(v any) (backend.Value, error) {
+func normalize(v any) (backend.Value, error) {
 	switch x := v.(type) {
 	case nil:
 		return nil, nil
@@ -263,7 +269,7 @@ func Normalize(v any) (backend.Value, error) {
 	case []any:
 		out := make([]backend.Value, len(x))
 		for i, e := range x {
-			n, err := Normalize(e)
+			n, err := normalize(e)
 			if err != nil {
 				return nil, err
 			}
@@ -273,11 +279,11 @@ func Normalize(v any) (backend.Value, error) {
 	case map[any]any:
 		out := make([]backend.Value, 0, 2*len(x))
 		for k, e := range x {
-			nk, err := Normalize(k)
+			nk, err := normalize(k)
 			if err != nil {
 				return nil, err
 			}
-			ne, err := Normalize(e)
+			ne, err := normalize(e)
 			if err != nil {
 				return nil, err
 			}
@@ -319,7 +325,7 @@ func wrap(ctx context.Context, err error) error {
 // returns each as ErrUnavailable (a redirect, having run nothing). A
 // NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
 // ctx's end (see the package doc).
-func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+func (b *adapter) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	start := time.Now()
 	v, n, err := adapterkit.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return b.evalAck(ctx, s, keys, args, replicas, timeout)
@@ -328,7 +334,7 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 }
 
 // evalAck is EvalAck on the caller's goroutine.
-func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+func (b *adapter) evalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	var c redis.Cmdable = b.c
 	cc, _ := b.c.(*redis.ClusterClient)
 	if cc != nil && len(keys) > 0 {
@@ -366,8 +372,15 @@ func (b *Backend) evalAck(ctx context.Context, s *backend.Script, keys, args []s
 	if err != nil {
 		return nil, 0, wrap(ctx, err)
 	}
-	nv, err := Normalize(v)
+	nv, err := normalize(v)
 	return nv, int(n), err
 }
 
-var _ backend.Batcher = (*Backend)(nil)
+var (
+	_ backend.Backend      = (*adapter)(nil)
+	_ backend.Batcher      = (*adapter)(nil)
+	_ backend.ReplicaAcker = (*adapter)(nil)
+	_ backend.Unwrapper    = (*adapter)(nil)
+	_ backend.Validator    = (*adapter)(nil)
+	_ backend.Cluster      = (*adapter)(nil)
+)

@@ -11,6 +11,17 @@ import (
 	"github.com/latchkit/latchkit/backend/goredis"
 )
 
+// adapter is what goredis.New returns, with every optional interface it
+// implements: the tests call their methods.
+type adapter interface {
+	backend.Backend
+	backend.Batcher
+	backend.ReplicaAcker
+	backend.Unwrapper
+	backend.Validator
+	backend.Cluster
+}
+
 // Normalize maps every reply go-redis can hand back, RESP3 types included,
 // onto the closed set of backend.Value.
 func TestNormalize(t *testing.T) {
@@ -50,7 +61,7 @@ func TestNormalize(t *testing.T) {
 func TestAs(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	b := goredis.New(c)
+	b := goredis.New(c).(adapter)
 	var u redis.UniversalClient
 	var cl *redis.Client
 	var cc *redis.ClusterClient

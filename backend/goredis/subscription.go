@@ -17,7 +17,7 @@ import (
 // loss of the connection are delivered to h from one goroutine. It returns
 // by ctx's end (see the package doc); a connection still being opened then
 // is closed once it is.
-func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
+func (b *adapter) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Sub
 }
 
 type subscription struct {
-	b      *Backend // its unreached names a failed redial (see dials.go)
+	b      *adapter // its unreached names a failed redial (see dials.go)
 	ps     *redis.PubSub
 	h      backend.Handler
 	health time.Duration

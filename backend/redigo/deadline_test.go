@@ -32,6 +32,14 @@ var writeScript = backend.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return 
 // echoScript returns its argument: a reply that tells calls apart.
 var echoScript = backend.NewScript(`return ARGV[1]`)
 
+// adapter is what redigo.New returns, with the optional interfaces these
+// tests call.
+type adapter interface {
+	backend.Backend
+	backend.Batcher
+	backend.ReplicaAcker
+}
+
 // poolKind is how a test makes the pool under test.
 type poolKind struct {
 	name string
@@ -105,7 +113,7 @@ func TestDeadlineHungServer(t *testing.T) {
 				srv := redistest.Start(t)
 				p := k.make(srv.Addr)
 				defer p.Close()
-				b := redigo.New(p)
+				b := redigo.New(p).(adapter)
 				ctx := ctxT(t, 10*time.Second)
 				// Warm up: idle connections, the script loaded, a
 				// subscription open.
@@ -190,7 +198,7 @@ func TestAbandonedConnNotReused(t *testing.T) {
 			// abandoned call's connection unless it was discarded.
 			p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", srv.Addr) }, MaxIdle: 1, MaxActive: 1, Wait: true}
 			defer p.Close()
-			b := redigo.New(p)
+			b := redigo.New(p).(adapter)
 			ctx := ctxT(t, 10*time.Second)
 			for _, s := range []*backend.Script{writeScript, echoScript} {
 				if _, err := b.Eval(ctx, s, []string{"k"}, []string{"0"}); err != nil {
@@ -224,7 +232,7 @@ func TestAbandonedCallsEnd(t *testing.T) {
 	srv := redistest.Start(t)
 	p := poolKinds[0].make(srv.Addr)
 	defer p.Close()
-	b := redigo.New(p)
+	b := redigo.New(p).(adapter)
 	ctx := ctxT(t, 10*time.Second)
 	if _, err := b.Eval(ctx, writeScript, []string{"k"}, []string{"0"}); err != nil {
 		t.Fatal(err)
@@ -270,7 +278,7 @@ func TestAbandonedCallsEnd(t *testing.T) {
 func TestClosedPool(t *testing.T) {
 	m := miniredis.RunT(t)
 	p := poolKinds[0].make(m.Addr())
-	b := redigo.New(p)
+	b := redigo.New(p).(adapter)
 	ctx := ctxT(t, 5*time.Second)
 	if _, err := b.Eval(ctx, echoScript, nil, []string{"x"}); err != nil {
 		t.Fatal(err)

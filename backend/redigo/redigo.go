@@ -4,7 +4,7 @@
 // # One server
 //
 // redigo talks to one server: it has no Cluster client and routes nothing
-// by hash slot. A Backend therefore serves a single redis-server (or
+// by hash slot. The adapter therefore serves a single redis-server (or
 // Valkey), or a Sentinel-managed master when the pool's Dial function asks
 // the sentinels for the master's address (SENTINEL get-master-addr-by-name)
 // before it dials: redigo has no Sentinel support of its own. The
@@ -64,37 +64,43 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/redigoreply"
 )
 
-// Backend is a backend.Backend over a redigo pool.
-type Backend struct {
+// adapter is the backend.Backend over a redigo pool that New returns.
+// Besides backend.Backend it implements backend.Batcher,
+// backend.ReplicaAcker, backend.Unwrapper and backend.Validator (see the
+// assertions at the end of this file).
+type adapter struct {
 	pool   *redis.Pool
 	health time.Duration
 }
 
-// Option configures a Backend.
-type Option func(*Backend)
+// Option configures the backend New returns.
+type Option func(*adapter)
 
 // WithHealthCheck sets how often a subscription's connection is sent a
 // PING; a connection that answers nothing for twice as long is taken as
 // dead and the subscription reports itself dropped. Default 5s.
 func WithHealthCheck(d time.Duration) Option {
-	return func(b *Backend) {
+	return func(b *adapter) {
 		if d > 0 {
 			b.health = d
 		}
 	}
 }
 
-// New returns a Backend over pool. The caller keeps ownership of pool:
-// the Backend never closes it. New(nil) returns nil, which every
+// New returns a backend.Backend over pool, which also implements
+// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
+// **redis.Pool) and backend.Validator. The caller keeps ownership of
+// pool: the backend never closes it. New(nil) returns nil, which every
 // constructor of package primitives refuses with an error matching
 // latchkit.ErrInvalid.
-func New(pool *redis.Pool, opts ...Option) *Backend {
+func New(pool *redis.Pool, opts ...Option) backend.Backend {
 	if pool == nil {
 		return nil // refused by every constructor of package primitives (ErrInvalid)
 	}
-	b := &Backend{pool: pool, health: 5 * time.Second}
+	b := &adapter{pool: pool, health: 5 * time.Second}
 	for _, o := range opts {
 		o(b)
 	}
@@ -102,7 +108,7 @@ func New(pool *redis.Pool, opts ...Option) *Backend {
 }
 
 // As sets target, which must be a **redis.Pool, to the wrapped pool.
-func (b *Backend) As(target any) bool {
+func (b *adapter) As(target any) bool {
 	t, ok := target.(**redis.Pool)
 	if ok {
 		*t = b.pool
@@ -110,8 +116,8 @@ func (b *Backend) As(target any) bool {
 	return ok
 }
 
-// Validate refuses a Backend without a pool.
-func (b *Backend) Validate() error {
+// Validate refuses an adapter without a pool.
+func (b *adapter) Validate() error {
 	if b == nil || b.pool == nil {
 		return errNoPool
 	}
@@ -123,7 +129,7 @@ var errNoPool = errors.New("redigo: the Backend has no *redis.Pool")
 // Eval runs s by EVALSHA, then by EVAL when the server answers NOSCRIPT,
 // on one connection of the pool. It returns by ctx's end (see the package
 // doc).
-func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+func (b *adapter) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
 	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
 	return backend.Await(ctx, func() (backend.Value, error) {
 		var v backend.Value
@@ -135,7 +141,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 			if err != nil {
 				return err
 			}
-			v, err = Normalize(r)
+			v, err = redigoreply.Normalize(r)
 			return err
 		})
 		return v, err
@@ -146,7 +152,7 @@ func (b *Backend) Eval(ctx context.Context, s *backend.Script, keys []string, ar
 // back: to the pool, or, when a command on it failed or was cut short by
 // ctx's end, closed (redigo's pool discards a connection whose Err is
 // set). The error is wrapped.
-func (b *Backend) withConn(ctx context.Context, fn func(c redis.Conn) error) error {
+func (b *adapter) withConn(ctx context.Context, fn func(c redis.Conn) error) error {
 	if b.pool == nil {
 		return errNoPool
 	}
@@ -179,12 +185,12 @@ func evalArgs(script string, keys, args []string) []any {
 // connection, then the calls the server answered NOSCRIPT in a second
 // pipeline of EVAL. It returns by ctx's end (see the package doc); calls it
 // gave up on all get an error matching ctx.Err().
-func (b *Backend) EvalBatch(ctx context.Context, calls []backend.Call) {
+func (b *adapter) EvalBatch(ctx context.Context, calls []backend.Call) {
 	adapterkit.RunBatch(ctx, calls, ctx.Done() != nil, b.pipeline)
 }
 
 // pipeline sends calls in one pipeline (see adapterkit.Pipeline).
-func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source bool) {
+func (b *adapter) pipeline(ctx context.Context, calls []backend.Call, source bool) {
 	err := b.withConn(ctx, func(c redis.Conn) error {
 		for i := range calls {
 			cl := &calls[i]
@@ -201,7 +207,7 @@ func (b *Backend) pipeline(ctx context.Context, calls []backend.Call, source boo
 			return err
 		}
 		for i, r := range replies {
-			calls[i].Value, calls[i].Err = Normalize(r)
+			calls[i].Value, calls[i].Err = redigoreply.Normalize(r)
 		}
 		return nil
 	})
@@ -219,7 +225,7 @@ func flush(ctx context.Context, c redis.Conn, n int) ([]any, error) {
 	}
 	replies, ok := r.([]any)
 	if !ok || len(replies) != n {
-		return nil, badReply(errPipeline)
+		return nil, redigoreply.BadReply(errPipeline)
 	}
 	return replies, nil
 }
@@ -230,7 +236,7 @@ var errPipeline = errors.New("redigo: a pipeline's replies do not match its comm
 // connection, so that WAIT counts the script's writes. A NOSCRIPT answer
 // to EVALSHA sends the pair again with EVAL. It returns by ctx's end (see
 // the package doc).
-func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+func (b *adapter) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
 	return adapterkit.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		var v backend.Value
 		var n int64
@@ -251,7 +257,7 @@ func (b *Backend) EvalAck(ctx context.Context, s *backend.Script, keys, args []s
 			if err != nil {
 				return err
 			}
-			if v, err = Normalize(r[0]); err != nil {
+			if v, err = redigoreply.Normalize(r[0]); err != nil {
 				return err
 			}
 			n, err = redis.Int64(r[1], nil)
@@ -270,31 +276,6 @@ func replyErr(r any) error {
 	return nil
 }
 
-// Normalize turns a redigo reply into a backend.Value: a bulk string
-// ([]byte) into a string, a status reply stays a string, an integer an
-// int64, an array a []backend.Value. An error reply, anywhere in the reply,
-// is returned as an error wrapping a *backend.ReplyError; a type redigo
-// never returns is an error, never a panic.
-func Normalize(v any) (backend.Value, error) {
-	switch x := v.(type) {
-	case nil, int64, string:
-		return x, nil
-	case []byte:
-		return string(x), nil
-	case []any:
-		return adapterkit.NormalizeArray(x, Normalize)
-	case redis.Error:
-		return nil, &backend.Error{Class: &backend.ReplyError{Msg: replyMsg(x)}, Cause: x}
-	}
-	return nil, badReply(errUnexpected)
-}
-
-var errUnexpected = errors.New("redigo: unexpected reply type")
-
-func badReply(err error) error {
-	return &backend.Error{Class: &backend.ReplyError{Msg: "unexpected reply: " + err.Error()}, Cause: err}
-}
-
 // errPoolClosed is the message of redigo's (unexported) error for a Get on
 // a closed pool.
 const errPoolClosed = "redigo: get on closed pool"
@@ -305,30 +286,16 @@ func wrap(ctx context.Context, err error) error {
 		func(err error) (string, bool) {
 			var re redis.Error
 			if errors.As(err, &re) {
-				return replyMsg(re), true
+				return redigoreply.Msg(re), true
 			}
 			return "", false
 		})
 }
 
-// replyMsg is the message of an error reply, explained first when it says
-// that the server is a Cluster node: that is no passing redirect (which
-// backend.Wrap would read as Redis unavailable for now) but a pool that
-// can never work, a *backend.ReplyError.
-func replyMsg(e redis.Error) string {
-	msg := strings.TrimSpace(string(e))
-	for _, p := range []string{"MOVED ", "ASK ", "CROSSSLOT "} {
-		if strings.HasPrefix(msg, p) {
-			return "the redigo adapter serves a single server, not a Redis Cluster (use the goredis or rueidis adapter): " + msg
-		}
-	}
-	return msg
-}
-
 var (
-	_ backend.Backend      = (*Backend)(nil)
-	_ backend.Batcher      = (*Backend)(nil)
-	_ backend.ReplicaAcker = (*Backend)(nil)
-	_ backend.Unwrapper    = (*Backend)(nil)
-	_ backend.Validator    = (*Backend)(nil)
+	_ backend.Backend      = (*adapter)(nil)
+	_ backend.Batcher      = (*adapter)(nil)
+	_ backend.ReplicaAcker = (*adapter)(nil)
+	_ backend.Unwrapper    = (*adapter)(nil)
+	_ backend.Validator    = (*adapter)(nil)
 )

@@ -16,7 +16,7 @@ import (
 // with no channels. Messages and the loss of the connection are delivered
 // to h from one goroutine. It returns by ctx's end; a connection still
 // being opened then is closed once it is.
-func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
+func (b *adapter) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
 	open := func() (redis.Conn, error) {
 		c, err := b.dial(ctx)
 		if err != nil {
@@ -46,7 +46,7 @@ func (b *Backend) Subscribe(ctx context.Context, h backend.Handler) (backend.Sub
 
 // dial opens a connection with the pool's own dial function, outside the
 // pool.
-func (b *Backend) dial(ctx context.Context) (redis.Conn, error) {
+func (b *adapter) dial(ctx context.Context) (redis.Conn, error) {
 	switch {
 	case b.pool == nil:
 		return nil, errNoPool

@@ -24,5 +24,5 @@ func newBackend(t testing.TB, addr string, dial resptest.Dialer, dialTimeout tim
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return lrueidis.New(c)
+	return lrueidis.New(c).(resptest.Backend)
 }

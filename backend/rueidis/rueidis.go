@@ -38,16 +38,18 @@ import (
 	"github.com/latchkit/latchkit/internal/respkit"
 )
 
-// Backend is a backend.Backend over a rueidis client: respkit.RESP,
-// whose methods (Eval, EvalBatch, EvalAck, Subscribe, As, Cluster) are
-// written once for rueidis and valkey-go. As takes a *rueidis.Client.
-type Backend = respkit.RESP[rd.Completed, rd.RedisResult, rd.RedisMessage, *rd.RedisMessage, *rd.RedisError]
+// adapter is the backend.Backend over a rueidis client that New returns:
+// respkit.RESP, whose methods (Eval, EvalBatch, EvalAck, Subscribe, As,
+// Cluster) are written once for rueidis and valkey-go.
+type adapter = respkit.RESP[rd.Completed, rd.RedisResult, rd.RedisMessage, *rd.RedisMessage, *rd.RedisError]
 
-// New returns a Backend over c. The caller keeps ownership of c: closing
-// the Backend does not close the client. New of a nil client returns nil,
-// which every constructor of package primitives refuses with an error
-// matching latchkit.ErrInvalid.
-func New(c rd.Client) *Backend {
+// New returns a backend.Backend over c, which also implements
+// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
+// *rueidis.Client) and backend.Cluster. The caller keeps ownership of c: the
+// backend never closes the client. New of a nil client returns nil, which
+// every constructor of package primitives refuses with an error matching
+// latchkit.ErrInvalid.
+func New(c rd.Client) backend.Backend {
 	if nilness.Is(c) {
 		return nil // refused by every constructor of package primitives (ErrInvalid)
 	}
@@ -57,6 +59,10 @@ func New(c rd.Client) *Backend {
 	return respkit.NewRESP(c, rd.IsRedisErr, hooks, rd.ErrClosing, rd.ErrDedicatedClientRecycled)
 }
 
-// Normalize turns a rueidis reply into a backend.Value (see
-// respkit.NormalizeRESP).
-func Normalize(m rd.RedisMessage) (backend.Value, error) { return respkit.NormalizeRESP(&m) }
+var (
+	_ backend.Backend      = (*adapter)(nil)
+	_ backend.Batcher      = (*adapter)(nil)
+	_ backend.ReplicaAcker = (*adapter)(nil)
+	_ backend.Unwrapper    = (*adapter)(nil)
+	_ backend.Cluster      = (*adapter)(nil)
+)

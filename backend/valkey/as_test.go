@@ -5,6 +5,7 @@ import (
 
 	vk "github.com/valkey-io/valkey-go"
 
+	"github.com/latchkit/latchkit/backend"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
 	"github.com/latchkit/latchkit/internal/redistest"
 )
@@ -21,7 +22,10 @@ func TestAsAndCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b := lvalkey.New(c)
+	b := lvalkey.New(c).(interface {
+		backend.Unwrapper
+		backend.Cluster
+	})
 	var got vk.Client
 	if !b.As(&got) || got != c {
 		t.Errorf("As(*valkey.Client) = %v, %v; want true and the client", got, got == c)

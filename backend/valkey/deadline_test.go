@@ -24,5 +24,5 @@ func newBackend(t testing.TB, addr string, dial resptest.Dialer, dialTimeout tim
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return lvalkey.New(c)
+	return lvalkey.New(c).(resptest.Backend)
 }

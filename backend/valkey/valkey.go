@@ -45,16 +45,18 @@ import (
 	"github.com/latchkit/latchkit/internal/respkit"
 )
 
-// Backend is a backend.Backend over a valkey-go client: respkit.RESP,
-// whose methods (Eval, EvalBatch, EvalAck, Subscribe, As, Cluster) are
-// written once for rueidis and valkey-go. As takes a *valkey.Client.
-type Backend = respkit.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
+// adapter is the backend.Backend over a valkey-go client that New returns:
+// respkit.RESP, whose methods (Eval, EvalBatch, EvalAck, Subscribe, As,
+// Cluster) are written once for rueidis and valkey-go.
+type adapter = respkit.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
 
-// New returns a Backend over c. The caller keeps ownership of c: closing
-// the Backend does not close the client. New of a nil client returns nil,
-// which every constructor of package primitives refuses with an error
-// matching latchkit.ErrInvalid.
-func New(c vk.Client) *Backend {
+// New returns a backend.Backend over c, which also implements
+// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
+// *valkey.Client) and backend.Cluster. The caller keeps ownership of c: the
+// backend never closes the client. New of a nil client returns nil, which
+// every constructor of package primitives refuses with an error matching
+// latchkit.ErrInvalid.
+func New(c vk.Client) backend.Backend {
 	if nilness.Is(c) {
 		return nil // refused by every constructor of package primitives (ErrInvalid)
 	}
@@ -63,3 +65,11 @@ func New(c vk.Client) *Backend {
 	}
 	return respkit.NewRESP(c, vk.IsValkeyErr, hooks, vk.ErrClosing, vk.ErrDedicatedClientRecycled)
 }
+
+var (
+	_ backend.Backend      = (*adapter)(nil)
+	_ backend.Batcher      = (*adapter)(nil)
+	_ backend.ReplicaAcker = (*adapter)(nil)
+	_ backend.Unwrapper    = (*adapter)(nil)
+	_ backend.Cluster      = (*adapter)(nil)
+)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/redigo"
+	"github.com/latchkit/latchkit/internal/redigoreply"
 )
 
 // redigoClient is target.client for -driver redigo: a pool of connections
@@ -39,7 +40,7 @@ func (t *target) redigoClient(ctx context.Context) (backend.Backend, func(contex
 		if err != nil {
 			return nil, err
 		}
-		return redigo.Normalize(v)
+		return redigoreply.Normalize(v)
 	}
 	if _, err := do(ctx, "PING"); err != nil {
 		p.Close()

@@ -52,7 +52,6 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/pubsub"
-	"github.com/latchkit/latchkit/primitives"
 )
 
 // kind is the key layout of one kind of primitive (keyspace.Layout),
@@ -337,7 +336,7 @@ func (o *toolFlags) flagSet(name, synopsis string, stderr io.Writer) *flag.FlagS
 	}
 	fs.StringVar(&o.addr, "addr", "localhost:6379", "Redis address host:port")
 	fs.StringVar(&o.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
-	fs.StringVar(&o.prefix, "prefix", primitives.DefaultPrefix, "key prefix of the primitives (primitives.WithPrefix)")
+	fs.StringVar(&o.prefix, "prefix", keyspace.DefaultPrefix, "key prefix of the primitives (primitives.WithPrefix)")
 	o.verboseFlag(fs, stderr)
 	return fs
 }

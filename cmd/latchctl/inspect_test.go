@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/redistest"
@@ -36,7 +37,7 @@ var holdOpts = []primitives.Option{primitives.WithAutoExtend(false), primitives.
 type env struct {
 	s  *redistest.Server
 	rc *redis.Client
-	b  *goredis.Backend
+	b  backend.Backend
 }
 
 func newEnv(t *testing.T) *env {

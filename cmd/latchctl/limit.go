@@ -22,7 +22,7 @@ func runLimit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o toolFlags
 	fs := o.flagSet("limit", "NAME N [-kind semaphore|fair_semaphore] [flags]", stderr)
 	kindFlag := fs.String("kind", "", "semaphore or fair_semaphore, also the older sem or fairsem (default: the kind of semaphore with keys under NAME)")
-	retention := fs.Duration("retention", primitives.DefaultRetention, "how long the limit is kept after the name's last grant (primitives.WithRetention)")
+	retention := fs.Duration("retention", keyspace.DefaultRetention, "how long the limit is kept after the name's last grant (primitives.WithRetention)")
 	pos, err := o.parseArgs(fs, args)
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func TestLimit(t *testing.T) {
 				t.Errorf("the holder of 1 permit: %q", ln)
 			}
 			e.mustRun(t, "release", name, "-kind", kind, "-force", "-confirm", name)
-			limitKey := keyspace.KeyBase(primitives.DefaultPrefix, name) + map[string]string{"semaphore": ":sem", "fair_semaphore": ":fair"}[kind] + ":limit"
+			limitKey := keyspace.KeyBase(keyspace.DefaultPrefix, name) + map[string]string{"semaphore": ":sem", "fair_semaphore": ":fair"}[kind] + ":limit"
 			if v := e.do(t, "GET", limitKey); v != "3" {
 				t.Errorf("after a forced release the stored limit is %v, want 3 kept", v)
 			}
@@ -78,7 +78,7 @@ func TestInspectElection(t *testing.T) {
 	defer lead.Release(context.Background())
 	go el.Campaign(ctx, "pod-3") //nolint:errcheck // ends with ctx
 	waitFor(t, "pod-3 queued", func() bool {
-		return e.do(t, "ZCARD", keyspace.ElectionLayout.KeysOf(primitives.DefaultPrefix, "scheduler")[5]) == int64(1)
+		return e.do(t, "ZCARD", keyspace.ElectionLayout.KeysOf(keyspace.DefaultPrefix, "scheduler")[5]) == int64(1)
 	})
 	out := e.mustRun(t, "inspect", "scheduler")
 	if !strings.HasPrefix(out, "election scheduler:") {

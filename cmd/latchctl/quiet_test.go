@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -72,7 +73,7 @@ func TestListSaysNothingFound(t *testing.T) {
 	m.Set("unrelated", "x")
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"list", "-addr", m.Addr()}, &out, &errOut)
-	want := `latchctl: no primitives under prefix "` + primitives.DefaultPrefix + `" on ` + m.Addr() + "\n"
+	want := `latchctl: no primitives under prefix "` + keyspace.DefaultPrefix + `" on ` + m.Addr() + "\n"
 	if code != 0 || out.String() != "" || errOut.String() != want {
 		t.Errorf("list on an empty server: exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out.String(), errOut.String(), want)
 	}

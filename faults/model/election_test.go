@@ -65,8 +65,8 @@ func TestModelElection(t *testing.T) {
 		value := func(t *rapid.T) (string, bool) {
 			n++
 			v := rapid.SampledFrom([]string{"v" + strconv.Itoa(n), "v" + strconv.Itoa(n) + " with spaces",
-				"v" + strconv.Itoa(n) + strings.Repeat("x", primitives.MaxLeaderValue-10), "", strings.Repeat("x", primitives.MaxLeaderValue+1)}).Draw(t, "value")
-			return v, v != "" && len(v) <= primitives.MaxLeaderValue
+				"v" + strconv.Itoa(n) + strings.Repeat("x", maxLeaderValue-10), "", strings.Repeat("x", maxLeaderValue+1)}).Draw(t, "value")
+			return v, v != "" && len(v) <= maxLeaderValue
 		}
 		leader := func() *mlease {
 			if l := ls.live(); len(l) > 0 {
@@ -245,3 +245,6 @@ func TestModelElection(t *testing.T) {
 		t.Repeat(actions)
 	})
 }
+
+// maxLeaderValue is the longest value a campaign may give (4096 bytes).
+const maxLeaderValue = 4096

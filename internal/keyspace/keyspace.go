@@ -6,6 +6,7 @@ package keyspace
 
 import (
 	"strings"
+	"time"
 )
 
 // Layout is the key layout of one kind of primitive: the keys it keeps
@@ -47,6 +48,18 @@ type LayoutKey struct {
 // The layouts. A Mutex's is also that of a ReentrantMutex, of each name of
 // a MultiLock and of a Redlock on each instance (which uses its first
 // five keys); a FairMutex is a FairSemaphore of one permit.
+// DefaultPrefix is the key namespace of a primitive made without
+// WithPrefix (primitives, latchctl).
+const DefaultPrefix = "latch:"
+
+// MaxAnnotation is the longest latchkit.Request.Annotation a primitive
+// stores beside a grant; a longer one is not stored.
+const MaxAnnotation = 256
+
+// DefaultRetention is how long a primitive's fence counter, and a stored
+// limit, outlive the name's last grant without WithRetention.
+const DefaultRetention = 24 * time.Hour
+
 var (
 	// MutexLayout: the lock ("token fence": the holder's token and its
 	// fence, PX ttl), two reserved keys (":fence", the fence counter of

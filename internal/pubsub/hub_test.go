@@ -234,7 +234,7 @@ func (s *faultSub) Close() error {
 type env struct {
 	m  *miniredis.Miniredis
 	rc *redis.Client
-	b  *goredis.Backend
+	b  backend.Backend
 	fb *faultBackend
 }
 

@@ -1,4 +1,4 @@
-package redigo_test
+package redigoreply_test
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/backend/redigo"
+	"github.com/latchkit/latchkit/internal/redigoreply"
 )
 
 // Normalize maps every reply redigo hands back onto the closed set of
@@ -29,23 +29,23 @@ func TestNormalize(t *testing.T) {
 		{[]any{int64(1), []byte("a"), []any{nil, "s"}}, []backend.Value{int64(1), "a", []backend.Value{nil, "s"}}},
 	}
 	for _, c := range cases {
-		got, err := redigo.Normalize(c.in)
+		got, err := redigoreply.Normalize(c.in)
 		if err != nil || fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", c.want) {
 			t.Errorf("Normalize(%#v) = %#v, %v; want %#v", c.in, got, err, c.want)
 		}
 	}
 	var re *backend.ReplyError
-	_, err := redigo.Normalize([]any{int64(1), redis.Error("WRONGTYPE no")})
+	_, err := redigoreply.Normalize([]any{int64(1), redis.Error("WRONGTYPE no")})
 	if !errors.As(err, &re) || !errors.Is(err, backend.ErrWrongType) {
 		t.Errorf("error element: %v, want a *ReplyError matching ErrWrongType", err)
 	}
 	// A Cluster node's redirect says why it cannot work.
-	_, err = redigo.Normalize(redis.Error("MOVED 3999 127.0.0.1:7001"))
+	_, err = redigoreply.Normalize(redis.Error("MOVED 3999 127.0.0.1:7001"))
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "single server") {
 		t.Errorf("MOVED: %v, want a *ReplyError saying the adapter serves a single server", err)
 	}
 	for _, bad := range []any{int(1), 1.5, true, struct{}{}, []any{int32(1)}} {
-		if v, err := redigo.Normalize(bad); err == nil || !errors.As(err, &re) {
+		if v, err := redigoreply.Normalize(bad); err == nil || !errors.As(err, &re) {
 			t.Errorf("Normalize(%#v) = %#v, %v; want a *ReplyError", bad, v, err)
 		}
 	}
@@ -158,7 +158,7 @@ func FuzzNormalize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := &replyDecoder{b: data}
 		in, bad := d.value(0)
-		out, err := redigo.Normalize(in)
+		out, err := redigoreply.Normalize(in)
 		if bad {
 			var re *backend.ReplyError
 			if err == nil || !errors.As(err, &re) {
