@@ -219,21 +219,16 @@ func (e *HeldError) Error() string {
 // Is reports whether target is ErrNotAcquired.
 func (e *HeldError) Is(target error) bool { return target == ErrNotAcquired }
 
-// Wrapper is implemented by a lease that wraps another (the leases of
-// tracing and reentrancy middleware): Unwrap returns the wrapped lease.
-type Wrapper interface {
-	Unwrap() Lease
-}
-
-// Innermost returns the lease at the bottom of a chain of wrapped leases
-// (see Wrapper): the primitive's own lease, whatever middleware wrapped
-// it. Use it to reach a primitive's lease type, such as
-// primitives.MultiLease:
+// Innermost returns the lease at the bottom of a chain of wrapped leases:
+// a lease that wraps another (as tracing and reentrancy middleware do) has
+// a method Unwrap() Lease returning it. It is the primitive's own lease,
+// whatever middleware wrapped it. Use it to reach a primitive's lease
+// type, such as primitives.MultiLease:
 //
 //	ml, ok := latchkit.Innermost(lease).(primitives.MultiLease)
 func Innermost(l Lease) Lease {
 	for {
-		w, ok := l.(Wrapper)
+		w, ok := l.(interface{ Unwrap() Lease })
 		if !ok {
 			return l
 		}

@@ -70,7 +70,11 @@ func newTelemetry(t testing.TB) *telemetry {
 	return tel
 }
 
-func (tel *telemetry) tracing(opts ...middleware.TracingOption) primitives.Option {
+func (tel *telemetry) tracing(opts ...middleware.TracingOption) interface {
+	primitives.Option
+	primitives.RedlockOption
+	primitives.LatchOption
+} {
 	return primitives.WithMiddleware(middleware.Tracing(append([]middleware.TracingOption{
 		middleware.WithTracerProvider(tel.tp), middleware.WithMeterProvider(tel.mp)}, opts...)...))
 }
@@ -222,7 +226,7 @@ var lockers = []locker{
 		return primitives.NewMultiLock(cs[0], []string{"res", "other"}, o...)
 	}),
 	mutexLike(latchkit.KindRedlock, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewRedlock(cs, "res", o...)
+		return primitives.NewRedlock(cs, "res", clienttest.RedlockOptions(o)...)
 	}),
 	rw(latchkit.KindWriteLock),
 	{kind: latchkit.KindReadLock, new: rw(latchkit.KindReadLock).new, holder: &[]locker{rw(latchkit.KindWriteLock)}[0]},

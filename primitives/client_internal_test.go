@@ -43,6 +43,18 @@ func testClient(t interface{ Cleanup(func()) }, b backend.Backend) *Client {
 // testClients_ holds the Clients testClient made, by test and backend.
 var testClients_ sync.Map
 
+// redlockOptions are those of opts, the lock family's, that fit a
+// Redlock (see clienttest.RedlockOptions).
+func redlockOptions(opts []Option) []RedlockOption {
+	var out []RedlockOption
+	for _, o := range opts {
+		if r, ok := o.(RedlockOption); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // testClients is testClient of each backend, for a Redlock.
 func testClients(t interface{ Cleanup(func()) }, bs []backend.Backend) []*Client {
 	cs := make([]*Client, len(bs))

@@ -171,7 +171,7 @@ func TestIdleNameKeepsOneKey(t *testing.T) {
 			return mu.Lock(ctx)
 		}},
 		"Redlock": {1, func() (latchkit.Lease, error) {
-			mu, err := NewRedlock(testClients(t, []backend.Backend{b}), "r", append(opts, WithPrefix("redlock:"))...)
+			mu, err := NewRedlock(testClients(t, []backend.Backend{b}), "r", append(redlockOptions(opts), WithPrefix("redlock:"))...)
 			if err != nil {
 				return nil, err
 			}

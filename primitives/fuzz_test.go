@@ -174,7 +174,9 @@ type fuzzCase struct {
 	nilBackend, dupBackend, emptyBackends bool
 }
 
-func (c *fuzzCase) options() []primitives.Option {
+// lockOptions are the case's options that fit a lock, a semaphore or an
+// election (every bit but the instance timeout, a Redlock's).
+func (c *fuzzCase) lockOptions() []primitives.Option {
 	var o []primitives.Option
 	if c.bits&optTTL != 0 {
 		o = append(o, primitives.WithTTL(c.ttl))
@@ -185,14 +187,45 @@ func (c *fuzzCase) options() []primitives.Option {
 	if c.bits&optWaiter != 0 {
 		o = append(o, primitives.WithWaiterTimeout(c.waiter))
 	}
-	if c.bits&optInstance != 0 {
-		o = append(o, primitives.WithInstanceTimeout(c.instance))
-	}
 	if c.bits&optAck != 0 {
 		o = append(o, primitives.WithReplicaAck(c.ackN, c.ackTimeout))
 	}
 	if c.bits&optNoAutoExtend != 0 {
 		o = append(o, primitives.WithAutoExtend(false))
+	}
+	if c.bits&optNilOption != 0 {
+		o = append(o, nil)
+	}
+	return o
+}
+
+// redlockOptions are the case's options that fit a Redlock (not the
+// waiter timeout nor the replica ack, which do not compile there).
+func (c *fuzzCase) redlockOptions() []primitives.RedlockOption {
+	var o []primitives.RedlockOption
+	if c.bits&optTTL != 0 {
+		o = append(o, primitives.WithTTL(c.ttl))
+	}
+	if c.bits&optPrefix != 0 {
+		o = append(o, primitives.WithPrefix(c.prefix))
+	}
+	if c.bits&optInstance != 0 {
+		o = append(o, primitives.WithInstanceTimeout(c.instance))
+	}
+	if c.bits&optNoAutoExtend != 0 {
+		o = append(o, primitives.WithAutoExtend(false))
+	}
+	if c.bits&optNilOption != 0 {
+		o = append(o, nil)
+	}
+	return o
+}
+
+// latchOptions are the case's options that fit a Latch: the prefix.
+func (c *fuzzCase) latchOptions() []primitives.LatchOption {
+	var o []primitives.LatchOption
+	if c.bits&optPrefix != 0 {
+		o = append(o, primitives.WithPrefix(c.prefix))
 	}
 	if c.bits&optNilOption != 0 {
 		o = append(o, nil)
@@ -244,8 +277,8 @@ func (c *fuzzCase) valid(name string) bool {
 	n, at := c.ack()
 	ttl := c.effTTL()
 	switch {
-	case name == "", ttl < primitives.MinTTL, c.effInstance() < 0,
-		c.effWaiter() < 3*time.Millisecond, c.effPrefix() == "", strings.ContainsAny(c.effPrefix(), "{}"),
+	case name == "", ttl < primitives.MinTTL,
+		c.effWaiter() < 3*time.Millisecond, !c.prefixValid(),
 		at != 0 && n < 1, n != 0 && at < time.Millisecond, n != 0 && at >= ttl:
 		return false
 	}
@@ -285,13 +318,18 @@ func (c *fuzzCase) redlockBackends(e *fuzzEnv) []backend.Backend {
 }
 
 func (c *fuzzCase) redlockValid() bool {
-	if !c.valid(c.name) || c.emptyBackends || c.nilBackend || c.dupBackend && c.nBackends > 1 {
-		return false
-	}
-	if n, _ := c.ack(); n != 0 {
+	switch {
+	case c.name == "", c.effTTL() < primitives.MinTTL, c.effInstance() < 0, !c.prefixValid(),
+		c.emptyBackends, c.nilBackend, c.dupBackend && c.nBackends > 1:
 		return false
 	}
 	return c.redlockTimeout() < c.effTTL()
+}
+
+// prefixValid reports whether the case's prefix is accepted: not empty,
+// without a brace.
+func (c *fuzzCase) prefixValid() bool {
+	return c.effPrefix() != "" && !strings.ContainsAny(c.effPrefix(), "{}")
 }
 
 // redlockTimeout is the documented per-instance timeout of a Redlock.
@@ -336,10 +374,6 @@ func mutexTry(p any) []func(context.Context) (latchkit.Lease, error) {
 func semTry(p any) []func(context.Context) (latchkit.Lease, error) {
 	return []func(context.Context) (latchkit.Lease, error){p.(primitives.Semaphore).TryAcquire}
 }
-
-// ackOf is the number of replicas the case's WithReplicaAck asks for (0
-// without it): a latch refuses any.
-func ackOf(c *fuzzCase) int { n, _ := c.ack(); return n }
 
 // latchTry checks a latch that was accepted: set, counted down to zero
 // and waited for, every key it writes checked; it grants no lease, so it
@@ -465,7 +499,7 @@ func FuzzConstructors(f *testing.F) {
 			emptyBackends: redlock&(1<<4) != 0,
 		}
 		b := e.bs[0]
-		opts := c.options()
+		opts := c.lockOptions()
 		one := []string{name}
 		ctors := []ctor{
 			{"NewMutex", one, c.valid(name), func() (any, error) { return primitives.NewMutex(clienttest.For(t, b), name, opts...) }, mutexTry},
@@ -476,9 +510,9 @@ func FuzzConstructors(f *testing.F) {
 			{"NewFairMutex", one, c.valid(name), func() (any, error) { return primitives.NewFairMutex(clienttest.For(t, b), name, opts...) }, mutexTry},
 			{"NewMultiLock", c.multiNames(), c.multiValid(), func() (any, error) { return primitives.NewMultiLock(clienttest.For(t, b), c.multiNames(), opts...) }, mutexTry},
 			{"NewRedlock", one, c.redlockValid(), func() (any, error) {
-				return primitives.NewRedlock(clienttest.All(t, c.redlockBackends(e)), name, opts...)
+				return primitives.NewRedlock(clienttest.All(t, c.redlockBackends(e)), name, c.redlockOptions()...)
 			}, mutexTry},
-			{"NewLatch", one, c.valid(name) && ackOf(c) == 0, func() (any, error) { return primitives.NewLatch(clienttest.For(t, b), name, opts...) }, latchTry(t, e, c, one)},
+			{"NewLatch", one, name != "" && c.prefixValid(), func() (any, error) { return primitives.NewLatch(clienttest.For(t, b), name, c.latchOptions()...) }, latchTry(t, e, c, one)},
 		}
 		for _, k := range ctors {
 			e.flush()
@@ -517,7 +551,7 @@ func tryStep(t *testing.T, e *fuzzEnv, c *fuzzCase, k ctor, step string, try fun
 	ctx = primitives.WithOwner(ctx, "fuzz") // a ReentrantMutex needs one
 	l, err := try(ctx)
 	checkKeys(t, e, step, prefix, k.names)
-	if n, _ := c.ack(); n > 0 {
+	if n, _ := c.ack(); n > 0 && k.kind != "NewRedlock" { // a Redlock has no replica ack
 		// miniredis's WAIT answers 0 replicas at once.
 		if !errors.Is(err, primitives.ErrNotReplicated) {
 			t.Fatalf("%s with replica ack: %v, want ErrNotReplicated", step, err)

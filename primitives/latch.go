@@ -101,17 +101,13 @@ type latch struct {
 // latchkit.ErrNotAcquired after that many reads, but a read may follow a
 // sleep of up to a minute.
 //
-// Options: WithPrefix, WithRetention, WithRetry and WithMiddleware apply;
-// WithReplicaAck is refused (an error matching latchkit.ErrInvalid); the
-// others are checked as for every primitive and otherwise ignored.
-func NewLatch(cl *Client, name string, opts ...Option) (Latch, error) {
+// Its options (LatchOption) are WithPrefix, WithRetention, WithRetry and
+// WithMiddleware.
+func NewLatch(cl *Client, name string, opts ...LatchOption) (Latch, error) {
 	b := backendOf(cl)
-	cfg, err := newConfig(latchkit.KindLatch, cl, name, opts)
+	cfg, err := newConfig(latchkit.KindLatch, cl, name, lockOptions(opts, LatchOption.latchOption))
 	if err != nil {
 		return nil, err
-	}
-	if cfg.ackReplicas != 0 {
-		return nil, invalid("new", latchkit.KindLatch, name, "WithReplicaAck is not supported by a latch")
 	}
 	ch := keyspace.LatchLayout.Channel(cfg.prefix, name)
 	return &latch{b: b, name: name, cfg: cfg, keys: keyspace.LatchLayout.KeysOf(cfg.prefix, name),

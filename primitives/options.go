@@ -20,8 +20,40 @@ const defaultTTL = 10 * time.Second
 // defaultPrefix is the key namespace when WithPrefix is not given.
 const defaultPrefix = keyspace.DefaultPrefix
 
-// Option configures a primitive.
-type Option func(*config)
+// Option configures a lock, a semaphore or an election: it is what
+// NewMutex, NewReentrantMutex, NewFairMutex, NewMultiLock, NewRWLock,
+// NewSemaphore, NewFairSemaphore and NewElection take. NewRedlock takes
+// RedlockOption and NewLatch LatchOption: an option that does not apply
+// to a family does not compile there, and each With function's result
+// names the families it fits.
+type Option interface{ lockOption(*config) }
+
+// RedlockOption configures a Redlock (NewRedlock).
+type RedlockOption interface{ redlockOption(*config) }
+
+// LatchOption configures a Latch (NewLatch).
+type LatchOption interface{ latchOption(*config) }
+
+// The options' types, one per set of families an option fits: the
+// methods say which, so that not even a type assertion turns an option
+// into one of a family it does not fit.
+type (
+	anyOption   func(*config) // every family
+	leaseOption func(*config) // the primitives that grant leases: locks, semaphores, elections, Redlocks
+	lockOption  func(*config) // locks, semaphores and elections
+	keptOption  func(*config) // those, and latches: the kinds that keep a counter for a retention
+	redlockOpt  func(*config) // Redlocks
+)
+
+func (o anyOption) lockOption(c *config)      { o(c) }
+func (o anyOption) redlockOption(c *config)   { o(c) }
+func (o anyOption) latchOption(c *config)     { o(c) }
+func (o leaseOption) lockOption(c *config)    { o(c) }
+func (o leaseOption) redlockOption(c *config) { o(c) }
+func (o lockOption) lockOption(c *config)     { o(c) }
+func (o keptOption) lockOption(c *config)     { o(c) }
+func (o keptOption) latchOption(c *config)    { o(c) }
+func (o redlockOpt) redlockOption(c *config)  { o(c) }
 
 type config struct {
 	cl         *Client   // the primitive's (a Redlock's first)
@@ -54,20 +86,34 @@ const MinTTL = 3 * time.Millisecond
 // WithTTL sets the lease time (default 10s). It must be at least MinTTL
 // (3ms): a shorter one is refused by the constructor with an error
 // matching latchkit.ErrInvalid.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+func WithTTL(d time.Duration) interface {
+	Option
+	RedlockOption
+} {
+	return leaseOption(func(c *config) { c.ttl = d })
+}
 
 // WithAutoExtend turns watchdog renewal on or off (default on). A renewing
 // lease is extended every TTL/3; when a renewal finds the lease gone, or
 // Redis cannot be reached before the TTL runs out, the lease's Context is
 // cancelled.
-func WithAutoExtend(on bool) Option { return func(c *config) { c.autoExtend = on } }
+func WithAutoExtend(on bool) interface {
+	Option
+	RedlockOption
+} {
+	return leaseOption(func(c *config) { c.autoExtend = on })
+}
 
 // WithMiddleware adds middleware around every acquisition, the first
 // outermost. A middleware sees one call per Lock, TryLock or Acquire, the
 // waiting included, and each attempt through Request.OnAttempt; and one
 // per latch Wait, whose chain returns a nil Lease (see latchkit.Acquire).
-func WithMiddleware(m ...latchkit.Middleware) Option {
-	return func(c *config) { c.mws = append(c.mws, m...) }
+func WithMiddleware(m ...latchkit.Middleware) interface {
+	Option
+	RedlockOption
+	LatchOption
+} {
+	return anyOption(func(c *config) { c.mws = append(c.mws, m...) })
 }
 
 // WithRetry sets how Lock and Acquire pace their attempts
@@ -75,8 +121,12 @@ func WithMiddleware(m ...latchkit.Middleware) Option {
 // while the subscription is down, and how TrySetCount and CountDown pace
 // their tries while Redis cannot be reached. A nil policy is refused
 // (ErrInvalid) by the constructor.
-func WithRetry(p retry.Policy) Option {
-	return func(c *config) { c.retry, c.noRetry = p, nilness.Is(p) }
+func WithRetry(p retry.Policy) interface {
+	Option
+	RedlockOption
+	LatchOption
+} {
+	return anyOption(func(c *config) { c.retry, c.noRetry = p, nilness.Is(p) })
 }
 
 // WithWaiterTimeout sets how long a waiter keeps its place in a queue
@@ -85,7 +135,9 @@ func WithRetry(p retry.Policy) Option {
 // only an abandoned waiter (its process gone) ever times out. It also
 // bounds how long a lock or permit handed over to a waiter waits for that
 // waiter to confirm (at most the TTL). It must be at least 3ms.
-func WithWaiterTimeout(d time.Duration) Option { return func(c *config) { c.waiterTimeout = d } }
+func WithWaiterTimeout(d time.Duration) Option {
+	return lockOption(func(c *config) { c.waiterTimeout = d })
+}
 
 // defaultRetention is how long a primitive's fence counter outlives its
 // last grant when WithRetention is not given.
@@ -103,12 +155,19 @@ const defaultRetention = keyspace.DefaultRetention
 //
 // For a Latch it is how long a set latch's key lives after the last
 // TrySetCount or CountDown that changed it (see NewLatch).
-func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+func WithRetention(d time.Duration) interface {
+	Option
+	LatchOption
+} {
+	return keptOption(func(c *config) { c.retention = d })
+}
 
 // WithInstanceTimeout bounds each call to one instance of a Redlock; it
 // must be far below the TTL (the default is a twentieth of it, between 5ms
-// and 100ms). Other primitives ignore it.
-func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.instanceTimeout = d } }
+// and 100ms).
+func WithInstanceTimeout(d time.Duration) RedlockOption {
+	return redlockOpt(func(c *config) { c.instanceTimeout = d })
+}
 
 // WithReplicaAck makes a grant count only once Redis's WAIT confirms that
 // at least n replicas received it, waiting at most timeout: a lock granted
@@ -136,9 +195,10 @@ func WithInstanceTimeout(d time.Duration) Option { return func(c *config) { c.in
 // such leases one call each, not batched. The backend must implement backend.ReplicaAcker (both
 // bundled adapters do); otherwise, and for n < 1 or timeout < 1ms, the
 // constructor returns an error wrapping latchkit.ErrInvalid. A Redlock
-// refuses it: its quorum of independent instances is its replication.
+// has no such option: its quorum of independent instances is its
+// replication.
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(c *config) { c.ackReplicas, c.ackTimeout = n, timeout }
+	return lockOption(func(c *config) { c.ackReplicas, c.ackTimeout = n, timeout })
 }
 
 // WithLogger logs what a lease's holder may otherwise not see in time: a
@@ -146,13 +206,24 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // TTL ran out, or it expired without auto-extend) at Warn, and each failed
 // renewal at Warn with the time the lease has left. Records carry the
 // kind, name and fence, never the token. Default: nothing is logged.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+func WithLogger(l *slog.Logger) interface {
+	Option
+	RedlockOption
+} {
+	return leaseOption(func(c *config) { c.log = l })
+}
 
 // WithPrefix sets the key namespace (default "latch:"). It must not be
 // empty (latchkit's keys would mix with the application's) nor contain
 // '{' or '}', which would break the hash tag that keeps a primitive's keys
 // in one Cluster slot.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+func WithPrefix(p string) interface {
+	Option
+	RedlockOption
+	LatchOption
+} {
+	return anyOption(func(c *config) { c.prefix = p })
+}
 
 type ownerKey struct{}
 
@@ -175,7 +246,7 @@ func newConfig(kind latchkit.Kind, cl *Client, name string, opts []Option) (conf
 	c := config{cl: cl, cls: []*Client{cl}, ttl: defaultTTL, autoExtend: true, prefix: defaultPrefix, waiterTimeout: defaultWaiterTimeout, retention: defaultRetention}
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o.lockOption(&c)
 		}
 	}
 	fail := func(format string, a ...any) (config, error) {
@@ -233,3 +304,15 @@ func (c *config) use(m latchkit.Middleware) {
 // defaultRetry is the policy when WithRetry is not given. Policies are
 // immutable values, safe to share.
 var defaultRetry = retry.Exponential()
+
+// lockOptions are a Redlock's or a Latch's options as the lock family's,
+// for newConfig.
+func lockOptions[O any](opts []O, apply func(O, *config)) []Option {
+	out := make([]Option, 0, len(opts))
+	for _, o := range opts {
+		if !nilness.Is(o) {
+			out = append(out, lockOption(func(c *config) { apply(o, c) }))
+		}
+	}
+	return out
+}

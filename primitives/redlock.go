@@ -53,12 +53,12 @@ type redlock struct {
 // client's backend; when it is down, waiters fall back to their timers. Its
 // leases are released by the Close of any of its clients, and its calls
 // return an error matching latchkit.ErrClosed once any of them is closed.
-func NewRedlock(cs []*Client, name string, opts ...Option) (Mutex, error) {
+func NewRedlock(cs []*Client, name string, opts ...RedlockOption) (Mutex, error) {
 	var first *Client
 	if len(cs) > 0 {
 		first = cs[0]
 	}
-	m, err := newMutex(latchkit.KindRedlock, first, name, opts)
+	m, err := newMutex(latchkit.KindRedlock, first, name, lockOptions(opts, RedlockOption.redlockOption))
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +73,6 @@ func NewRedlock(cs []*Client, name string, opts ...Option) (Mutex, error) {
 		bs[i] = c.b
 	}
 	m.cfg.cls = slices.Clone(cs)
-	if m.cfg.ackReplicas != 0 {
-		return nil, invalid("new", latchkit.KindRedlock, name, "WithReplicaAck does not apply: a Redlock's quorum of independent instances is its replication")
-	}
 	for i, b := range bs {
 		for j, o := range bs[:i] {
 			if cs[j] == cs[i] {

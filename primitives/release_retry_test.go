@@ -82,7 +82,7 @@ var retryKinds = []retryKind{
 	{"Redlock(1)", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
 		// The default per-instance timeout (a twentieth of the TTL, 5 ms
 		// at the expiry test's 100 ms) is too short for a busy machine.
-		m, err := NewRedlock([]*Client{c}, name, append(opts, func(c *config) { c.instanceTimeout = c.ttl / 2 })...)
+		m, err := NewRedlock([]*Client{c}, name, append(redlockOptions(opts), redlockOpt(func(c *config) { c.instanceTimeout = c.ttl / 2 }))...)
 		if err != nil {
 			return nil, nil, err
 		}

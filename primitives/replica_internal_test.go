@@ -31,7 +31,6 @@ func TestReplicaAckNeedsCapability(t *testing.T) {
 		"fair":      func() error { _, err := NewFairSemaphore(testClient(t, plain), "n", 2, ack); return err },
 		"fairmutex": func() error { _, err := NewFairMutex(testClient(t, plain), "n", ack); return err },
 		"multilock": func() error { _, err := NewMultiLock(testClient(t, plain), []string{"a", "b"}, ack); return err },
-		"redlock":   func() error { _, err := NewRedlock(testClients(t, []backend.Backend{b}), "n", ack); return err },
 	}
 	for what, ctor := range ctors {
 		if err := ctor(); !errors.Is(err, latchkit.ErrInvalid) {

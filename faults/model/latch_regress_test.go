@@ -28,7 +28,7 @@ import (
 // client.
 func latchPair(t *testing.T, r *rig, c int) (mine, other primitives.Latch) {
 	prefix := r.begin()
-	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithRetention(retention)}
+	opts := []primitives.LatchOption{primitives.WithPrefix(prefix), primitives.WithRetention(retention)}
 	mine, err := primitives.NewLatch(clienttest.For(t, r.clients[c].b), "l", opts...)
 	if err != nil {
 		t.Fatal(err)

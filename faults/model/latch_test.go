@@ -20,7 +20,7 @@ import (
 
 // warmLatch runs every Latch script once (see rig.warm).
 func warmLatch(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
-	l, err := primitives.NewLatch(cl, "w", o...)
+	l, err := primitives.NewLatch(cl, "w", clienttest.LatchOptions(o)...)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func TestModelLatch(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		prefix := r.begin()
 		pn := &panicker{}
-		opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithRetention(retention), primitives.WithMiddleware(pn.mw)}
+		opts := []primitives.LatchOption{primitives.WithPrefix(prefix), primitives.WithRetention(retention), primitives.WithMiddleware(pn.mw)}
 		var lts []primitives.Latch
 		for _, c := range r.clients {
 			l, err := primitives.NewLatch(clienttest.For(t, c.b), "l", opts...)

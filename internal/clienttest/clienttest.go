@@ -82,3 +82,27 @@ func All(t T, bs []backend.Backend) []*primitives.Client {
 	}
 	return cs
 }
+
+// RedlockOptions are those of opts, options of the lock family a test
+// shares between kinds, that fit a Redlock too; the others (such as
+// WithWaiterTimeout) are left out, as a Redlock has no use for them.
+func RedlockOptions(opts []primitives.Option) []primitives.RedlockOption {
+	var out []primitives.RedlockOption
+	for _, o := range opts {
+		if r, ok := o.(primitives.RedlockOption); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// LatchOptions are those of opts that fit a Latch (see RedlockOptions).
+func LatchOptions(opts []primitives.Option) []primitives.LatchOption {
+	var out []primitives.LatchOption
+	for _, o := range opts {
+		if l, ok := o.(primitives.LatchOption); ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
