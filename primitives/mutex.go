@@ -1,19 +1,3 @@
-// Package primitives holds latchkit's distributed locks and semaphores,
-// and a countdown latch. Every acquire, extend and release is one Lua
-// script (one round trip), timed by the server's clock, and checked
-// against the holder's token.
-//
-// How it is laid out: each primitive (mutex.go, semaphore.go, fair.go,
-// rwlock.go, multilock.go, redlock.go, latch.go) makes its keys from its
-// Layout (keys.go) and runs its scripts (lua/*.lua, loaded by scripts.go
-// with the shared functions of lua/prelude.lua). Every Lock and Acquire,
-// and a latch's Wait, goes through one wait loop (acquire.go: attempt,
-// classify, wait on a pubsub.Wake or the retry policy, give back on a
-// give-up), wrapped by the user's middleware and, for a ReentrantMutex,
-// Reentrant (reentrant.go). A grant
-// is a lease (lease.go), kept alive by its Client's renewer (renew.go,
-// renewrun.go). A Client (client.go) owns every goroutine of its
-// primitives and ends them at Close.
 package primitives
 
 import (

@@ -43,12 +43,9 @@ import (
 // Cluster) are written once for rueidis and valkey-go.
 type adapter = respkit.RESP[rd.Completed, rd.RedisResult, rd.RedisMessage, *rd.RedisMessage, *rd.RedisError]
 
-// New returns a backend.Backend over c, which also implements
-// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
-// *rueidis.Client) and backend.Cluster. The caller keeps ownership of c: the
-// backend never closes the client. New of a nil client returns nil, which
-// every constructor of package primitives refuses with an error matching
-// latchkit.ErrInvalid.
+// New returns the backend for primitives.NewClient over c, which the
+// caller keeps and closes; nil for a nil c (which NewClient refuses). It
+// is a backend.Batcher, ReplicaAcker, Cluster and Unwrapper (As takes a *rueidis.Client).
 func New(c rd.Client) backend.Backend {
 	if nilness.Is(c) {
 		return nil // refused by every constructor of package primitives (ErrInvalid)

@@ -50,12 +50,9 @@ import (
 // Cluster) are written once for rueidis and valkey-go.
 type adapter = respkit.RESP[vk.Completed, vk.ValkeyResult, vk.ValkeyMessage, *vk.ValkeyMessage, *vk.ValkeyError]
 
-// New returns a backend.Backend over c, which also implements
-// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
-// *valkey.Client) and backend.Cluster. The caller keeps ownership of c: the
-// backend never closes the client. New of a nil client returns nil, which
-// every constructor of package primitives refuses with an error matching
-// latchkit.ErrInvalid.
+// New returns the backend for primitives.NewClient over c, which the
+// caller keeps and closes; nil for a nil c (which NewClient refuses). It
+// is a backend.Batcher, ReplicaAcker, Cluster and Unwrapper (As takes a *valkey.Client).
 func New(c vk.Client) backend.Backend {
 	if nilness.Is(c) {
 		return nil // refused by every constructor of package primitives (ErrInvalid)
