@@ -656,7 +656,7 @@ once the fault healed. Goroutine leaks fail the whole run (goleak).
 Not checked across a restart: a Redis restarted without persistence forgets
 every lock, so a second holder can be granted one that a first still
 believes it has until its next renewal (at most TTL/3) tells it; see
-README, "What it does not promise". Fences restart with the data too.
+docs/guarantees.md, "What it does not promise". Fences restart with the data too.
 
 Drivers marked "(default options)" are clients made with nothing but the
 address, as most users write them: go-redis then ignores context deadlines
