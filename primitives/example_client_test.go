@@ -25,22 +25,27 @@ func ExampleNewClient() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mu, _ := primitives.NewMutex(client, "job:42")
-	api, _ := primitives.NewFairSemaphore(client, "partner-api", 4)
-	el, _ := primitives.NewElection(client, "scheduler")
-	ready, _ := primitives.NewLatch(client, "shards-ready")
+	mu, err := primitives.NewMutex(client, "job:42")
+	check(err)
+	api, err := primitives.NewFairSemaphore(client, "partner-api", 4)
+	check(err)
+	el, err := primitives.NewElection(client, "scheduler")
+	check(err)
+	ready, err := primitives.NewLatch(client, "shards-ready")
+	check(err)
 
 	lease, err := mu.Lock(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
+	check(err)
 	fmt.Println("fenced:", lease.Fence() > 0) // pass the fence to what the lock guards
-	permits, _ := api.AcquireN(ctx, 2)
+	permits, err := api.AcquireN(ctx, 2)
+	check(err)
 	defer permits.Release(ctx)
-	lead, _ := el.Campaign(ctx, "pod-1")
+	lead, err := el.Campaign(ctx, "pod-1")
+	check(err)
 	fmt.Println("leading:", lead.Context().Err() == nil)
-	_, _ = ready.TrySetCount(ctx, 1)
-	_ = ready.CountDown(ctx)
+	_, err = ready.TrySetCount(ctx, 1)
+	check(err)
+	check(ready.CountDown(ctx))
 	fmt.Println("ready:", ready.Wait(ctx) == nil)
 
 	// Graceful shutdown, bounded: the lock and the leadership are still
@@ -53,10 +58,20 @@ func ExampleNewClient() {
 	fmt.Println("lease ended by Close:", errors.Is(context.Cause(lease.Context()), primitives.ErrClosed))
 	_, err = mu.TryLock(ctx)
 	fmt.Println("calls after Close:", errors.Is(err, primitives.ErrClosed))
+	_, err = primitives.NewMutex(client, "job:43")
+	fmt.Println("constructors after Close:", errors.Is(err, primitives.ErrClosed))
 	// Output:
 	// fenced: true
 	// leading: true
 	// ready: true
 	// lease ended by Close: true
 	// calls after Close: true
+	// constructors after Close: true
+}
+
+// check stops the example on an error (a program would handle it).
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
 }

@@ -63,10 +63,13 @@ func ExampleElection_Run() {
 	defer stop()
 	ctx := context.Background() // cancel it to stop campaigning (Run resigns)
 
-	el, _ := primitives.NewElection(cl, "nightly-export")
-	err := el.Run(ctx, "pod-7", func(ctx context.Context, leader latchkit.Lease) error {
+	el, err := primitives.NewElection(cl, "nightly-export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = el.Run(ctx, "pod-7", func(ctx context.Context, leader primitives.Lease) error {
 		// Runs while pod-7 leads. ctx ends if leadership is lost
-		// (context.Cause(ctx) matches latchkit.ErrLeaseLost: Run waits for
+		// (context.Cause(ctx) matches primitives.ErrLeaseLost: Run waits for
 		// fn, then campaigns again) or if Run's ctx ends. Stamp the
 		// leader's writes with leader.Fence(), so that a store keeping the
 		// highest fence it has seen refuses a deposed leader's late writes.
