@@ -102,14 +102,11 @@ const (
 	KindLatch          Kind = "latch"
 )
 
-// Acquire makes a primitive's acquisition happen: the innermost Acquire of a
-// chain makes exactly one attempt; middleware wrapped around it may retry,
-// wait, trace or short-circuit.
-//
-// A latch's Wait (Request.Kind KindLatch) goes through the same chain but
-// hands out no lease: its innermost Acquire returns a nil Lease with a nil
-// error once the latch is open. Middleware must pass such a result on as
-// it is (and must not wrap, hold or release a nil Lease).
+// Acquire makes one logical acquisition: the innermost Acquire of a chain
+// is the primitive's wait loop (every attempt and wait; Request.OnAttempt
+// sees each attempt), and middleware around it may trace or short-circuit.
+// A latch's Wait returns a nil Lease and nil error once the latch is open:
+// middleware passes that on as it is.
 type Acquire func(ctx context.Context, req *Request) (Lease, error)
 
 // Middleware wraps an Acquire, like func(http.Handler) http.Handler.
@@ -128,22 +125,11 @@ func Chain(a Acquire, mws ...Middleware) Acquire {
 	return a
 }
 
-// Request describes one logical acquisition (one Lock, TryLock or Acquire
-// call, or a latch's Wait) as it passes through the middleware of a
-// primitive (primitives.WithMiddleware). A new Request is made for every
-// call. The first six fields are the primitive's and read-only; a
-// middleware may set Annotation and OnAttempt before it calls next, and
-// nothing else.
-//
-// A latch's Wait (Kind KindLatch) is a Request too, so that tracing shows
-// why a call waited: its TTL is zero, each attempt reads the count (a
-// *HeldError while it is above zero), and on success the chain returns a
-// nil Lease with a nil error (see Acquire).
-//
-// The waiting itself (attempt, classify the outcome, wait for a release or
-// the retry policy's delay) happens inside the innermost Acquire, in
-// package primitives: a middleware sees one call per logical acquisition,
-// waiting included, and learns of each attempt through OnAttempt.
+// Request describes one logical acquisition (a Lock, TryLock or Acquire
+// call, waiting included, or a latch's Wait) as it passes through a
+// primitive's middleware (primitives.WithMiddleware); a new Request is made
+// for every call. A middleware may set Annotation and OnAttempt before it
+// calls next; the other fields are the primitive's and read-only.
 type Request struct {
 	// Name is the primitive's name.
 	Name string

@@ -18,21 +18,11 @@ func Abandoned(ctx context.Context) error {
 	return &Error{Class: ctx.Err(), Cause: errAbandoned}
 }
 
-// Await runs call on a goroutine of its own and returns its result, or, if
-// ctx ends first, returns at once an error matching ctx.Err(): it is how an
-// adapter bounds a driver call that may outlive its context (a driver that
-// ignores context deadlines, a lock the driver holds while it redials).
-//
-// A call given up on is abandoned, not stopped: it runs on to its own end
-// in the background (the driver's timeouts bound it), and its result is
-// discarded, after being handed to cleanup when cleanup is not nil (to
-// close a connection the call opened, say). Its outcome is unknown to the
-// caller: it may still run on the server. call must therefore not write to
-// anything the caller owns once Await has returned (give it copies).
-//
-// A ctx that is already done returns its error without running call; a
-// ctx that can never end (Done returns nil) runs call on the caller's
-// goroutine.
+// Await runs call and returns its result or, if ctx ends first, returns
+// at once Abandoned(ctx), an error matching ctx.Err(); the call runs on
+// and its result goes to cleanup, when cleanup is not nil. call must not
+// write to anything the caller owns once Await has returned (give it
+// copies). A ctx already done returns its error without running call.
 func Await[T any](ctx context.Context, call func() (T, error), cleanup func(T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {

@@ -63,33 +63,12 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Class, e.Cause}
 }
 
-// Wrap classifies a driver error for an adapter: as ErrClosed, a
-// *ReplyError, or ErrUnavailable (an error reply that says the command
-// could not run now, see transientReplies, included). isClosed and reply let the adapter say
-// what it knows about its driver's errors; reply returns the server's
-// message and true when err is an error reply.
-//
-// ctx is the context of the call: when it is done, the classified error is
-// wrapped in the context's error, so that errors.Is(err,
-// context.DeadlineExceeded) holds even when the driver reported an I/O
-// timeout, while the classification still matches (a retry loop still
-// reads a refused connection as ErrUnavailable). So it is when ctx's
-// deadline has passed although ctx.Err() is still nil: drivers set their
-// socket deadlines from the context's, and a dial or read can time out a
-// moment before the context's own timer fires; the caller gave up, Redis is
-// not known to be down.
-//
-// A context error the driver returned as such (context.DeadlineExceeded,
-// context.Canceled, or an error matching one) is returned untouched when
-// ctx is done or past its deadline: it is the caller's. While ctx is live
-// it is the driver's own deadline, not the caller's: rueidis returns
-// context.DeadlineExceeded when the handshake of a new connection times out
-// (a hung server accepts the TCP connection and never answers), and a dial
-// timeout matches context.DeadlineExceeded too. That is a server not
-// reached in time: ErrUnavailable, which no longer matches the context
-// errors (errors.As still reaches the driver's error, a net.Error say), so
-// that a waiting Lock rides it out instead of giving up with its caller's
-// context live.
+// Wrap classifies a driver error for an adapter (nil stays nil): the
+// result matches ErrClosed when isClosed (which may be nil) says so, a
+// *ReplyError when reply returns the server's message and true, and
+// ErrUnavailable otherwise, a reply saying the command cannot run now
+// included. It also matches ctx's error once ctx is done or past its
+// deadline; a driver's own timeout before then is ErrUnavailable.
 func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(error) (string, bool)) error {
 	if err == nil {
 		return nil

@@ -8,6 +8,52 @@
 // primitives.WithMiddleware(a, b) runs a outermost, then b, then the
 // primitive's wait loop. Reentrancy is primitives.NewReentrantMutex.
 //
+// # Spans
+//
+// Tracing makes a span per acquisition ("latchkit.Lock", "latchkit.TryLock",
+// "latchkit.RLock", "latchkit.Acquire", ...) with the kind, name, attempts,
+// outcome and fence, and an event per attempt; a span per Release and
+// Extend of the lease it returns; and, when the lease is lost, a
+// "latchkit.LeaseLost" span with the cause (latchkit.cause) and an event,
+// a child of the acquisition's span.
+//
+// A Release or Extend whose context carries no span (the usual
+// lease.Release(context.Background()), or a call from another goroutine)
+// is a child of the acquisition's span: the acquisition, its extensions,
+// its release and its loss read as one trace, whatever context the calls
+// got. A context with a span of its own keeps the call in that span's
+// trace, under it, with a link to the acquisition's span.
+//
+// Only failures are errors (span status Error, latchkit.acquisitions
+// outcome "error"): Redis unreachable, a bad argument, a failed Release or
+// Extend, a lost lease. A Try that finds the primitive held
+// (not_acquired) is not one, nor is a wait the caller gave up on, its
+// context ending (ctx_done): that span gets a "latchkit.ctx_done" event
+// with the cause and keeps the status Unset.
+//
+// A latch's Wait (kind latchkit.KindLatch) gets a "latchkit.Wait" span
+// like an acquisition's: attempts (each a read of the count, an event
+// each), outcome (acquired once the latch opened, ctx_done, not_acquired
+// when the retry policy gave up, error), no fence; and the acquisition
+// metrics (wait time, count by outcome, waiters). Its chain returns a nil
+// lease, which Tracing passes on: no hold time, no Release span.
+//
+// # Holder links
+//
+// The acquisition's span context is stored beside the grant (as a W3C
+// traceparent unless WithPropagators says otherwise, in the primitive's
+// own keys, by the acquire script itself, expiring with the grant); a
+// waiter whose attempt finds the primitive held reads it back with the
+// wait hint and links its span to the holder's. A slow request then
+// points, in a trace viewer, at the one that blocked it. This costs no
+// round trip. WithHolderLinks(false) turns it off.
+//
+// # Metrics
+//
+// latchkit.acquire.duration (wait time, s) and latchkit.acquisitions by
+// outcome, latchkit.hold.duration (s), latchkit.lease.lost, and
+// latchkit.waiters (acquisitions waiting now).
+//
 // # Attributes
 //
 // The attribute keys and values Tracing sets, for queries and dashboards
@@ -162,48 +208,12 @@ func WithMetricName(f func(kind latchkit.Kind, name string) string) TracingOptio
 // writes nothing to Redis.
 func WithHolderLinks(on bool) TracingOption { return func(c *tracingConfig) { c.holders = on } }
 
-// Tracing returns a middleware that traces and measures acquisitions. Put
-// it outermost (first in primitives.WithMiddleware) so that its span covers
+// Tracing returns a middleware that traces and measures acquisitions and
+// latch Waits: a span per call covering its whole wait, spans for the
+// lease's Release, Extend and loss, a link from a waiter's span to the
+// holder's, and the latchkit.* metrics (see the package doc). Put it
+// outermost (first in primitives.WithMiddleware) so that its span covers
 // the whole wait.
-//
-// Spans: one per acquisition ("latchkit.Lock", "latchkit.TryLock",
-// "latchkit.RLock", "latchkit.Acquire", ...) with the kind, name, attempts,
-// outcome and fence, and an event per attempt; one per Release and Extend
-// of the lease it returns; and, when the lease is lost, a
-// "latchkit.LeaseLost" span with the cause (latchkit.cause) and an event,
-// a child of the acquisition's span.
-//
-// A Release or Extend whose context carries no span (the usual
-// lease.Release(context.Background()), or a call from another goroutine)
-// is a child of the acquisition's span: the acquisition, its extensions,
-// its release and its loss read as one trace, whatever context the calls
-// got. A context with a span of its own keeps the call in that span's
-// trace, under it, with a link to the acquisition's span.
-//
-// Only failures are errors (span status Error, latchkit.acquisitions
-// outcome "error"): Redis unreachable, a bad argument, a failed Release or
-// Extend, a lost lease. A Try that finds the primitive held
-// (not_acquired) is not one, nor is a wait the caller gave up on, its
-// context ending (ctx_done): that span gets a "latchkit.ctx_done" event
-// with the cause and keeps the status Unset.
-//
-// A latch's Wait (kind latchkit.KindLatch) gets a "latchkit.Wait" span
-// like an acquisition's: attempts (each a read of the count, an event
-// each), outcome (acquired once the latch opened, ctx_done, not_acquired
-// when the retry policy gave up, error), no fence; and the acquisition
-// metrics (wait time, count by outcome, waiters). Its chain returns a nil
-// lease, which Tracing passes on: no hold time, no Release span.
-//
-// Who held it: the acquisition's span context is stored beside the grant
-// (as a W3C traceparent in the primitive's own keys, by the acquire script
-// itself, expiring with the grant); a waiter whose attempt finds the
-// primitive held reads it back with the wait hint and links its span to
-// the holder's. A slow request then points, in a trace viewer, at the one
-// that blocked it. This costs no round trip.
-//
-// Metrics: latchkit.acquire.duration (wait time, s) and
-// latchkit.acquisitions by outcome, latchkit.hold.duration (s),
-// latchkit.lease.lost, and latchkit.waiters (acquisitions waiting now).
 func Tracing(opts ...TracingOption) latchkit.Middleware {
 	c := tracingConfig{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider(), holders: true, prop: propagation.TraceContext{},
 		nameAttr: func(_ latchkit.Kind, name string) string { return name }}

@@ -86,20 +86,11 @@ func backendOf(c *Client) backend.Backend {
 	return c.b
 }
 
-// Close ends the Client's work and waits for its goroutines to end, or for
-// ctx to end first.
-//
-// It withdraws the waiting calls (a queued Lock, Acquire or Campaign gives
-// its place back and returns an error matching latchkit.ErrClosed, as
-// does a Latch's Wait, an Election's Observe and Run), waits for the calls
-// in flight to return, releases the leases still held (a leader resigns:
-// the next campaigner is seated at once), and stops renewals and
-// subscriptions. Afterwards every call on the Client's primitives returns
-// an error matching latchkit.ErrClosed, and a lease it released reports
-// that too. When ctx ends first, Close stops waiting, cancels what is
-// left (a lease not yet released then expires with its TTL) and returns
-// ctx's error; its goroutines end shortly after. Close is idempotent: a
-// later call waits for the first and returns what it returned.
+// Close withdraws waiting calls, releases the leases still held and
+// returns once the Client's goroutines have ended; afterwards every call on
+// its primitives returns an error matching latchkit.ErrClosed. If ctx ends
+// first, Close returns ctx's error, and a lease not yet released expires
+// with its TTL. A later Close waits for the first and returns what it did.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closing {

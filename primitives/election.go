@@ -40,48 +40,17 @@ type Election interface {
 	// when the seat is empty.
 	Leader(ctx context.Context) (LeaderInfo, error)
 	// Observe returns a channel that receives the current leader first,
-	// then every change in order: a new leader, or a zero LeaderInfo when
-	// the seat falls empty (a resignation with nobody waiting, or a leader
-	// that stopped renewing). It is closed when ctx ends, or when the
-	// seat cannot be read for a reason that retrying cannot change (see
-	// Run): Leader then returns that error. After its subscription drops, an observer re-reads the leader, so it never
-	// reports a stale one, though changes made meanwhile may be skipped.
-	// A consumer more than a thousand changes behind skips to the current
-	// leader the same way.
+	// then every change in order (a zero LeaderInfo when the seat falls
+	// empty). It may skip changes but never reports a stale leader. It is
+	// closed when ctx ends, or when the seat cannot be read for a reason
+	// retrying cannot change (Leader then returns that error).
 	Observe(ctx context.Context) <-chan LeaderInfo
-	// Run campaigns with value and, once it leads, calls fn with the
-	// leadership lease (its Fence is the leader's fencing token for fn's
-	// writes) and a context, derived from ctx and the lease's Context,
-	// that ends when the term ends; context.Cause of that context says
-	// why: an error matching latchkit.ErrLeaseLost when leadership was
-	// lost (expired, taken, or found gone by a renewal), ctx's own cause
-	// when ctx ended. fn must return once its context ends.
-	//
-	// How the term ends decides what Run does next, once fn has returned
-	// and Run has resigned (the next campaigner takes over at once):
-	//   - fn returned while leading: the work is done. Run returns nil
-	//     when fn returned nil, and fn's error (wrapped) otherwise. Run
-	//     never leads twice for a fn that returns by choice, so a fn that
-	//     returns at once is one term, not a loop. (fn may resign early
-	//     with leader.Release; its context then ends, with a cause that is
-	//     not ErrLeaseLost, and the term counts as ended by choice.)
-	//   - leadership was lost by the time fn returned: the term ended not
-	//     by choice, so whatever fn returned, Run campaigns again, after a
-	//     pause that grows with each lost term in a row (the retry
-	//     policy's back-off, WithRetry, at least 10ms; reset by a term
-	//     that lasted the TTL), so that a leadership lost as soon as it is
-	//     granted cannot spin.
-	//   - ctx ended (this comes first): Run returns an error matching
-	//     ctx.Err() and context.Cause(ctx) (and fn's error, if fn returned
-	//     another one).
-	//     While campaigning or pausing, Run returns at once.
-	//
-	// A campaign that fails for good ends Run with its error: bad input, a
-	// closed client, or a refusal of the server that retrying cannot
-	// change (an error reply such as NOPERM: an ACL without the script
-	// commands or the keys; errors.As finds the *backend.ReplyError). Any
-	// other failure (Redis unreachable, a grant the replicas did not
-	// acknowledge, a reply that passes: BUSY, OOM, MISCONF) is retried.
+	// Run campaigns with value and, while leading, calls fn with the lease
+	// and a context that ends with the term (its cause matches
+	// latchkit.ErrLeaseLost when leadership was lost); fn must then return.
+	// Run resigns, then returns fn's error (or nil) if fn returned while
+	// leading, campaigns again if leadership was lost, returns an error
+	// matching ctx.Err() once ctx ends, or a campaign error retrying cannot fix.
 	Run(ctx context.Context, value string, fn func(ctx context.Context, leader latchkit.Lease) error) error
 }
 

@@ -35,36 +35,11 @@ type fairSemaphore struct {
 	handedFn         func(context.Context, *attempt, string) latchkit.Lease
 }
 
-// NewFairSemaphore returns a semaphore of limit permits that grants them in
-// arrival order: the seeds' counter-ranked fair semaphore, made FIFO and
-// independent of client clocks. A waiter takes a ticket (a counter INCR)
-// on its first attempt and keeps its place while it waits; its ticket is
-// heartbeated by its attempts (every third of the waiter timeout, see
-// WithWaiterTimeout), so an abandoned waiter drops out after the timeout.
-// The first limit live tickets hold. A release grants the waiters it lets
-// in at once and wakes each alone with a message carrying its grant's
-// fence, on which it holds without another attempt (as a Mutex's waiter
-// does). It never over-grants and never starves a waiter. TryAcquire
-// succeeds only when a permit is free and nobody is queued ahead, and
-// leaves no ticket behind.
-//
-// AcquireN keeps arrival order with weights, as
-// golang.org/x/sync/semaphore.Weighted does: a ticket for n permits holds
-// once the permits of every ticket ahead of it plus its own n fit in the
-// limit, so a large request at the head is never overtaken by smaller
-// ones behind it (they wait their turn; the permits it waits for are
-// never taken by newcomers). Every grant counts every permit held,
-// wherever its holder's ticket is in the queue, so the limit holds also
-// when holders are behind a waiter.
-//
-// A waiter that a SetLimit made heavier than the limit keeps its ticket
-// but is passed over: it neither counts for the tickets behind it nor
-// holds them back, and they may be granted meanwhile. Its next attempt
-// fails with ErrInvalid and gives its ticket back. If the limit rises
-// again first, it is back in the running at its old place: the tickets
-// behind it wait for it again, and it is granted once the permits held
-// (those granted behind it while it was passed over included), the
-// waiting tickets ahead of it and its own fit in the limit.
+// NewFairSemaphore returns a semaphore of limit permits granted in arrival
+// order: it never over-grants nor starves a waiter, and a request for n
+// permits at the head (AcquireN) is not overtaken by smaller ones behind
+// it. An abandoned waiter drops out after WithWaiterTimeout. TryAcquire
+// wins only a free permit with nobody queued ahead, and leaves no ticket.
 func NewFairSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
 	s, err := newFairSemaphore(latchkit.KindFairSemaphore, cl, name, limit, opts)
 	if err != nil {

@@ -60,49 +60,12 @@ type latch struct {
 	chans   []string // {channel}, shared by every Wait (read-only)
 }
 
-// NewLatch returns the countdown latch named name on b.
-//
-// Its state is one hash, prefix{name}:latch, holding the count. Every call
-// is one Lua script on the server: no client's clock is used.
-//
-// Retention: a set latch's key lives WithRetention (default 24 h) after
-// its last TrySetCount or CountDown that changed it; a latch nobody
-// touches for that long expires, and an expired latch reads as count 0:
-// open (its waiters return). The count-down that reaches zero keeps a
-// record at zero for a minute, then the key expires. Give a retention well
-// above the longest pause between a latch's count-downs (and above a
-// minute).
-//
-// Unknown outcomes are safe. Each TrySetCount and CountDown call carries a
-// random id that the script records: a copy of the call (go-redis resends
-// a command after a read timeout; the latch itself tries again, with the
-// same id, while Redis cannot be reached) is recognized and changes
-// nothing more, so a CountDown call counts at most once and a TrySetCount
-// whose reply was lost and is tried again reports true. The ids of a round
-// are kept while it lasts and for a minute after it is re-armed: the
-// hash holds the count's fields and at most as many ids as calls that
-// set or counted the latch in its current round and the last minute.
-// While Redis cannot be reached, TrySetCount and CountDown try again,
-// paced by WithRetry, until they get an answer or ctx ends: give them a
-// context with a deadline. A call that returns an error may or may not
-// have been applied; calling CountDown again is then a new count-down.
-//
-// Wait subscribes to the latch's channel (the process's shared
-// subscription, as a waiting Lock does), reads the count and sleeps until
-// the message of the count-down that reaches zero, the key's expiry, or
-// at most a minute, and reads again; while the subscription is down it
-// reads again after WithRetry's delay. It never polls otherwise. A Wait
-// also returns when the round it first saw ended and the latch was set
-// again before it could read the zero. It goes through the middleware of
-// WithMiddleware as a latchkit.Request of kind latchkit.KindLatch whose
-// chain returns a nil Lease (middleware.Tracing gives it a
-// "latchkit.Wait" span). Bound a Wait with its context: a retry policy
-// that gives up (retry.MaxAttempts) ends it with an error matching
-// latchkit.ErrNotAcquired after that many reads, but a read may follow a
-// sleep of up to a minute.
-//
-// Its options (LatchOption) are WithPrefix, WithRetention, WithRetry and
-// WithMiddleware.
+// NewLatch returns the countdown latch named name; every call is one Lua
+// script. A TrySetCount or CountDown call is applied at most once and
+// retries while Redis cannot be reached: give it (and Wait) a context with
+// a deadline. A set latch expires WithRetention (default 24h) after its last
+// change and then reads as open: keep the retention well above the longest
+// pause between count-downs. See docs/guarantees.md, "The latch".
 func NewLatch(cl *Client, name string, opts ...LatchOption) (Latch, error) {
 	b := backendOf(cl)
 	cfg, err := newConfig(latchkit.KindLatch, cl, name, lockOptions(opts, LatchOption.latchOption))

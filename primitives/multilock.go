@@ -53,32 +53,12 @@ type multiLock struct {
 	withdrawFn, backFn func(context.Context, string) error
 }
 
-// NewMultiLock returns a Mutex over several names, taken all or nothing
-// (Redisson's MultiLock). Each name is locked exactly as a Mutex of that
-// name would be (same keys, same wait queue), so a MultiLock and a Mutex
-// over a shared name exclude each other, and a release of either wakes the
-// other's waiters.
-//
-// A TryLock takes every name or none. A waiting Lock takes the names in a
-// canonical (sorted) order, as a thread takes mutexes in a fixed order: it
-// holds the names before the first one held by someone else (on one server
-// reserved for the waiter timeout and kept by its heartbeat; on a Cluster
-// locked for the TTL), queues on that one like a waiting Mutex Lock, and is
-// handed it on release, in arrival order; once it has every name it is
-// granted. Ordered holding keeps two MultiLocks over overlapping names from
-// deadlocking, and queueing keeps a stream of Mutex holders on one of its
-// names from starving it. A Lock that gives up leaves none of its names
-// held.
-//
-// On a single Redis (or a Sentinel-managed one) an attempt is one script
-// over all the names. On a Redis Cluster, where the names' keys may live on
-// different servers, an attempt takes the names one by one in order; the
-// lease then extends and releases name by name too.
-//
-// Fence returns the highest of the names' fences, which strictly increases
-// from one grant of the same MultiLock to the next; the lease is a
-// MultiLease whose Fences gives each name's own fence, the one a resource
-// guarded by that name should check.
+// NewMultiLock returns a Mutex over several names, taken all or none
+// (Redisson's MultiLock). Each name is locked as its Mutex would be, so the
+// two exclude each other; waiting Locks take the names in sorted order and
+// cannot deadlock, and a Lock that gives up holds none. Its lease is a
+// MultiLease: Fence is the highest of the names' fences, Fences each
+// name's own, the one a resource guarded by that name should check.
 func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
 	b := backendOf(cl)
 	label := strings.Join(names, ",")

@@ -95,16 +95,11 @@ type mutex struct {
 	inbox    string   // where a hand-over to a waiter of this process is told
 }
 
-// NewMutex returns a Mutex named name on b: Redis's SET NX PX lock with an
-// owner-checked release, a fencing token per grant, auto-extend and
-// wake-on-release waiting. A waiting Lock queues, and a release hands the
-// lock straight to the oldest live waiter, waking only it: waiters are
-// served in arrival order and a releasing holder cannot jump the queue. A
-// TryLock never queues. Its keys are prefix{name} (the holder's token and
-// fence), prefix{name}:gone (the tokens that finished in the last minute,
-// and the last fence while it may be ahead of the server's clock),
-// prefix{name}:who (the holder's annotation, when middleware sets one) and
-// prefix{name}:q and :qlive (the queue, expiring with WithWaiterTimeout).
+// NewMutex returns a Mutex named name: one holder at a time, an
+// owner-checked release, a fencing token per grant and auto-extend. A
+// waiting Lock queues and is handed the lock by a release, in arrival
+// order; a TryLock never queues. Its keys start with prefix{name} (see
+// docs/operations.md).
 func NewMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
 	m, err := newMutex(latchkit.KindMutex, cl, name, opts)
 	if err != nil {

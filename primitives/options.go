@@ -143,18 +143,11 @@ func WithWaiterTimeout(d time.Duration) Option {
 // last grant when WithRetention is not given.
 const defaultRetention = keyspace.DefaultRetention
 
-// WithRetention sets how long a primitive's fence counter is kept after
-// its last grant (default 24h): a name nobody uses leaves no
-// key once its leases, queues and markers have expired and the retention
-// has passed. A Mutex, ReentrantMutex, MultiLock, Redlock and Election
-// keep no counter (a lock holds its own fence) and do not use it. Fences keep increasing across that expiry, because a fence
-// is never below the server's clock in microseconds (see Lease.Fence in
-// the README): this holds as long as the server's clock does not step
-// back by more than the time since the name's last grant. It must be at
-// least 1ms; every user of a name should give the same.
-//
-// For a Latch it is how long a set latch's key lives after the last
-// TrySetCount or CountDown that changed it (see NewLatch).
+// WithRetention sets how long a Semaphore's, FairSemaphore's or RWLock's
+// fence counter (and a stored limit) outlives the name's last grant or
+// SetLimit, and a set latch its last change (default 24h). A Mutex,
+// ReentrantMutex, MultiLock and Election keep no counter and do not use
+// it. It must be at least 1ms; every user of a name should give the same.
 func WithRetention(d time.Duration) interface {
 	Option
 	LatchOption
@@ -169,34 +162,12 @@ func WithInstanceTimeout(d time.Duration) RedlockOption {
 	return redlockOpt(func(c *config) { c.instanceTimeout = d })
 }
 
-// WithReplicaAck makes a grant count only once Redis's WAIT confirms that
-// at least n replicas received it, waiting at most timeout: a lock granted
-// on a master then survives the master's failover to one of those
-// replicas (Sentinel, Cluster), which a plain grant does not (the replica
-// promoted may not have it yet, and a second holder is then granted the
-// same lock). When fewer replicas confirm in time, the grant is released
-// and the attempt fails with an error matching ErrNotReplicated: TryLock
-// returns it, Lock tries again (with the retry policy's delay) until a
-// grant is acknowledged or its context ends, as it does while Redis
-// cannot be reached.
-//
-// Every extension, Extend's and the auto-extend's, is acknowledged the same
-// way: one that fewer replicas confirmed is made on the master but does not
-// move the lease's deadline (Extend returns an error matching
-// ErrNotReplicated; the renewer tries again), so that a lease's Context
-// always ends before the expiry that a promoted replica holds. A master
-// that has lost its replicas therefore grants nothing new, and its leases
-// end at their TTL. Releases are not acknowledged (a release a failover
-// loses leaves the lock taken until its TTL runs out, never held twice).
-//
-// WAIT makes each acquisition and extension wait for the replicas'
-// acknowledgement (a round trip to them, at most timeout): keep timeout
-// well below the TTL and the client's read timeout. Auto-extend renews
-// such leases one call each, not batched. The backend must implement backend.ReplicaAcker (both
-// bundled adapters do); otherwise, and for n < 1 or timeout < 1ms, the
-// constructor returns an error wrapping latchkit.ErrInvalid. A Redlock
-// has no such option: its quorum of independent instances is its
-// replication.
+// WithReplicaAck makes a grant, and every extension, count only once WAIT
+// confirms that n replicas have it, waiting at most timeout, so that the
+// lock survives a failover to one of them; otherwise the attempt fails with
+// an error matching ErrNotReplicated (Lock tries again). It needs n >= 1,
+// 1ms <= timeout < TTL and a backend.ReplicaAcker (all four adapters are),
+// or the constructor returns an error matching latchkit.ErrInvalid.
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return lockOption(func(c *config) { c.ackReplicas, c.ackTimeout = n, timeout })
 }

@@ -27,32 +27,12 @@ type redlock struct {
 	m       *mutex        // keys, scripts and arguments, the same on every instance
 }
 
-// NewRedlock returns a Mutex over N independent Redis instances (the
-// Redlock algorithm): an attempt runs the Mutex's acquire script on every
-// instance in parallel, each bounded by a per-instance timeout far below the
-// TTL, and is granted when a quorum (N/2+1) agreed and time is left: the
-// validity, TTL minus the attempt's time minus a drift allowance, must be
-// positive. A failed attempt releases the lock on every instance, those that
-// did not answer included. Extend (and auto-extend) needs a quorum too;
-// losing it ends the lease's Context. Backends may use different drivers.
-//
-// Fence is monotonic across grants although each instance counts on its
-// own: a grant takes the highest fence its granting instances gave (each
-// at least one above its counter, never below its clock in microseconds,
-// and never below the fence the attempt proposed: its own clock a second
-// ahead) and raises every granting instance below it to it, in one more
-// parallel round trip, which an uncontended grant, whose instances all
-// took the proposal, does not need. Any two quorums share an instance, so
-// a later grant meets a counter at least as high, as long as no more than
-// N-quorum instances are down or have lost their data at any one time
-// (and beyond that, as long as the clocks of the instances and of the
-// clients are not apart by more than the time between two grants).
-//
-// The per-instance timeout is WithInstanceTimeout, by default a twentieth of
-// the TTL between 5ms and 100ms. Release messages are awaited on the first
-// client's backend; when it is down, waiters fall back to their timers. Its
-// leases are released by the Close of any of its clients, and its calls
-// return an error matching latchkit.ErrClosed once any of them is closed.
+// NewRedlock returns a Mutex over N independent Redis instances, a Client
+// each (the Redlock algorithm): a grant needs a quorum of N/2+1 and time
+// left of its TTL, an extension a quorum too, and losing it ends the
+// lease's Context. WithInstanceTimeout bounds each instance's calls. The
+// Close of any of its clients releases its leases, and its calls then
+// return an error matching latchkit.ErrClosed.
 func NewRedlock(cs []*Client, name string, opts ...RedlockOption) (Mutex, error) {
 	var first *Client
 	if len(cs) > 0 {

@@ -11,15 +11,10 @@ import (
 )
 
 // NewReentrantMutex returns a Mutex that the owner in the context
-// (WithOwner) can re-enter: a Lock by the owner that holds it succeeds at
-// once, without a round trip, and the Redis lock is released only with the
-// outermost lease. Each nested lease releases one level; extending any
-// level extends the lock. Two owners exclude each other exactly like a
-// Mutex (it is a Mutex, with the same keys, behind Reentrant).
-//
-// Re-entry is tracked in the returned value: share it between the code
-// paths that re-enter. A Lock without an owner in its context fails with an
-// error matching latchkit.ErrInvalid.
+// (WithOwner) re-enters: its Lock while it holds the lock succeeds at once,
+// and Redis is released with the outermost lease. Re-entry is tracked in
+// the returned value: share it between the code paths that re-enter. A
+// Lock without an owner fails with an error matching latchkit.ErrInvalid.
 func NewReentrantMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
 	m, err := newMutex(latchkit.KindReentrantMutex, cl, name, opts)
 	if err != nil {

@@ -28,15 +28,11 @@ type Semaphore interface {
 	// TryAcquireN makes one attempt at n permits at once; it returns an
 	// error matching latchkit.ErrNotAcquired when fewer than n are free.
 	TryAcquireN(ctx context.Context, n int) (latchkit.Lease, error)
-	// SetLimit stores limit in Redis: every client of the semaphore's name
-	// grants by it from then on, whatever limit it was constructed with
-	// (a FairMutex excepted: it is one permit). Raising it lets waiters in
-	// at once; lowering it below the permits held revokes nothing, and
-	// nothing new is granted until the permits held drop below it. The
-	// stored limit is kept for the retention (WithRetention) after the
-	// name's last grant or SetLimit; a semaphore unused for that long
-	// goes back to its constructors' limit. limit below 1 is an error
-	// matching latchkit.ErrInvalid, and nothing is changed.
+	// SetLimit stores limit in Redis: every client of the name grants by
+	// it from then on (a FairMutex stays one permit), until the retention
+	// (WithRetention) has passed since the name's last grant or SetLimit.
+	// Lowering it revokes no permit. limit below 1 is an error matching
+	// latchkit.ErrInvalid, and nothing is changed.
 	SetLimit(ctx context.Context, limit int) error
 }
 
@@ -57,21 +53,12 @@ type semaphore struct {
 	giveBackFn func(context.Context, string) error
 }
 
-// NewSemaphore returns a counting semaphore of limit permits named name on
-// b. Holders live in a sorted set scored by their expiry in the server's
-// time; every acquire sweeps the expired ones first, so a crashed holder
-// frees its permit after its TTL, and client clocks play no part: no
-// over-grant from clock skew. A permit's lease extends, auto-extends and
-// releases like a Mutex lease; every grant takes a fence from the
-// semaphore's counter.
-//
-// Every user of one semaphore must give the same limit, or store one
-// with SetLimit: each attempt checks the count against the stored limit
-// when there is one, else against its own.
-//
-// AcquireN takes several permits at once. A Semaphore is not fair: a
-// request for many permits can be overtaken by requests for fewer that
-// fit meanwhile; FairSemaphore keeps arrival order with weights.
+// NewSemaphore returns a counting semaphore of limit permits named name:
+// never more than limit held, whatever the clients' clocks, and a crashed
+// holder's permit is free after its TTL. Every user of the name must give
+// the same limit, or store one with SetLimit. It is not fair: a request for
+// many permits (AcquireN) can be overtaken by smaller ones; see
+// NewFairSemaphore.
 func NewSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
 	s, err := newSemaphore(latchkit.KindSemaphore, cl, name, limit, opts)
 	if err != nil {

@@ -35,9 +35,29 @@
 //
 // A call its context cuts short while go-redis is still trying to connect
 // ends, from go-redis, with the context's error alone; the adapter watches
-// the client's dials (a hook New adds, see New) so that such a call also
+// the client's dials (a hook New adds, below) so that such a call also
 // matches latchkit.ErrUnavailable and names the failed dial, as the other
 // drivers' errors do.
+//
+// # The dial hook
+//
+// New adds a hook to c (redis.Hook; once per client, however many
+// backends are made over it) that watches its dials: it keeps the time and
+// error of the latest one, and hooks nothing else (commands and pipelines
+// do not go through it). A call that go-redis ends with no more than its
+// context's error, which it does when the context ends while it is still
+// dialing or pausing between its own retries (a call against a dead
+// address lasts about 1.7 s with the default options), then also matches
+// latchkit.ErrUnavailable and names the dial's error ("connection
+// refused"), when the latest dial since the call began failed. The hook
+// goes on a *redis.Client (a Sentinel failover client included) and, for a
+// *redis.ClusterClient, on each node client the cluster client creates
+// after New (through OnNewNode): nodes it created before are not watched.
+// Other clients (a *redis.Ring, a wrapper of a client) get no hook; a call
+// cut short there says only that its context ended. The hook is one more
+// in the client's list: go-redis's AutoPipeliner, on a client with hooks,
+// arms its guard against a hook reading a result inside the chain (a
+// goroutine lookup per batch).
 package goredis
 
 import (
@@ -85,34 +105,15 @@ func WithHealthCheck(d time.Duration) Option {
 	}
 }
 
-// New returns a backend.Backend over c, which also implements
-// backend.Batcher, backend.ReplicaAcker, backend.Unwrapper (As takes a
-// *redis.UniversalClient, a *redis.Cmdable, a **redis.Client or a
-// **redis.ClusterClient), backend.Validator and backend.Cluster. The
-// caller keeps ownership of c: the backend never closes the client. New
-// of a nil client (or a typed nil) returns nil, which every constructor
-// of package primitives refuses with an error matching latchkit.ErrInvalid.
-//
-// New adds a hook to c (redis.Hook; once per client, however many
-// backends are made over it) that watches its dials: it keeps the time and
-// error of the latest one, and hooks nothing else (commands and pipelines
-// do not go through it). A call that go-redis ends with no more than its
-// context's error, which it does when the context ends while it is still
-// dialing or pausing between its own retries (a call against a dead
-// address lasts about 1.7 s with the default options), then also matches
-// latchkit.ErrUnavailable and names the dial's error ("connection
-// refused"), when the latest dial since the call began failed. The hook
-// goes on a *redis.Client (a Sentinel failover client included) and, for a
-// *redis.ClusterClient, on each node client the cluster client creates
-// after New (through OnNewNode): nodes it created before are not watched.
-// Other clients (a *redis.Ring, a wrapper of a client) get no hook; a call
-// cut short there says only that its context ended. The hook is one more
-// in the client's list: go-redis's AutoPipeliner, on a client with hooks,
-// arms its guard against a hook reading a result inside the chain (a
-// goroutine lookup per batch).
+// New returns the backend for primitives.NewClient over c, which the
+// caller keeps and closes; nil for a nil c, a typed nil included (which
+// NewClient refuses). It is a backend.Batcher, ReplicaAcker, Validator,
+// Cluster and Unwrapper (As takes a *redis.UniversalClient, *redis.Cmdable,
+// **redis.Client or **redis.ClusterClient). It adds a hook to c that
+// watches its dials (see the package doc).
 func New(c redis.UniversalClient, opts ...Option) backend.Backend {
 	if nilness.Is(c) {
-		return nil // refused by every constructor of package primitives (ErrInvalid)
+		return nil // refused by primitives.NewClient (ErrInvalid)
 	}
 	b := &adapter{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c), dials: watchDials(c)}
 	for _, o := range opts {
