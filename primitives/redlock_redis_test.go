@@ -131,7 +131,17 @@ func TestRedlockRedisServerInstancesComeAndGo(t *testing.T) {
 			t.Errorf("%s: fence %d after %d", when, l.Fence(), last)
 		}
 		last = l.Fence()
-		if err := l.Release(ctx); err != nil {
+		err = l.Release(ctx)
+		if errors.Is(err, primitives.ErrUnavailable) {
+			// An instance did not answer (EOF: a connection from before a
+			// kill, seen on go-redis without retries about once in 40
+			// runs): the outcome is unknown, and Release says so; a
+			// retried release must report success (the instances that
+			// released remember the token).
+			t.Logf("%s: release of unknown outcome, retried: %v", when, err)
+			err = l.Release(ctx)
+		}
+		if err != nil {
 			t.Fatalf("%s: release: %v", when, err)
 		}
 	}
