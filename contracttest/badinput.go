@@ -219,7 +219,7 @@ func testTTLAtOrBelowDrift(t *testing.T, h Harness) {
 			if n == "tiny" || n == "least" {
 				to = 900 * time.Microsecond
 			}
-			return mutexTry(primitives.NewRedlock(clienttest.All(t, others), n, append(clienttest.RedlockOptions(o), primitives.WithInstanceTimeout(to))...))
+			return mutexTry(primitives.NewRedlock(clienttest.All(t, others), n, append(clienttest.Fitting[primitives.RedlockOption](o), primitives.WithInstanceTimeout(to))...))
 		}},
 		{"election", func(n string, o ...primitives.Option) (try, error) {
 			e, err := primitives.NewElection(clienttest.For(t, b), n, o...)

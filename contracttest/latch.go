@@ -36,7 +36,7 @@ func latchKey(p, name string) string { return keyspace.LatchLayout.KeysOf(p, nam
 
 func newLatch(t testing.TB, b backend.Backend, name string, opts ...primitives.Option) primitives.Latch {
 	t.Helper()
-	l, err := primitives.NewLatch(clienttest.For(t, b), name, clienttest.LatchOptions(opts)...)
+	l, err := primitives.NewLatch(clienttest.For(t, b), name, clienttest.Fitting[primitives.LatchOption](opts)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +499,7 @@ func testLatchBadInput(t *testing.T, h Harness) {
 		{"prefix with a brace", b, "l", []primitives.Option{primitives.WithPrefix("a}")}},
 		{"retention below 1ms", b, "l", []primitives.Option{primitives.WithRetention(time.Microsecond)}},
 	} {
-		l, err := primitives.NewLatch(clienttest.For(t, bad.b), bad.name, clienttest.LatchOptions(append([]primitives.Option{primitives.WithPrefix(p)}, bad.opts...))...)
+		l, err := primitives.NewLatch(clienttest.For(t, bad.b), bad.name, clienttest.Fitting[primitives.LatchOption](append([]primitives.Option{primitives.WithPrefix(p)}, bad.opts...))...)
 		if !errors.Is(err, latchkit.ErrInvalid) || l != nil {
 			t.Errorf("NewLatch with %s: %v, want ErrInvalid and no latch", bad.what, err)
 		}

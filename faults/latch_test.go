@@ -102,7 +102,7 @@ func TestLatchFaults(t *testing.T) {
 					px = faultproxy.Start(t, srv.Addr)
 					addr = px.Addr
 				}
-				l, err := primitives.NewLatch(clienttest.For(t, d.new(t, addr)), "shards", clienttest.LatchOptions(opts)...)
+				l, err := primitives.NewLatch(clienttest.For(t, d.new(t, addr)), "shards", clienttest.Fitting[primitives.LatchOption](opts)...)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -208,7 +208,7 @@ func newNemRig(t *testing.T, cfg nemConfig) *nemRig {
 		}
 		r.proxies = append(r.proxies, pxs)
 		if cfg.redlock {
-			rl, err := primitives.NewRedlock(clienttest.All(t, bs), "res", append(clienttest.RedlockOptions(opts), primitives.WithInstanceTimeout(nemInstanceTimeout))...)
+			rl, err := primitives.NewRedlock(clienttest.All(t, bs), "res", append(clienttest.Fitting[primitives.RedlockOption](opts), primitives.WithInstanceTimeout(nemInstanceTimeout))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -315,7 +315,7 @@ var (
 	kRWWrite = rwKind("RWLock (writer)", false)
 	kRWRead  = rwKind("RWLock (reader)", true)
 	kRedlock = kind{name: "Redlock(3)", instances: 3, names: 1, open: func(cs []*primitives.Client, names []string, _ bool, opts ...primitives.Option) (acquireFunc, acquireFunc, error) {
-		m, err := primitives.NewRedlock(cs, names[0], clienttest.RedlockOptions(opts)...)
+		m, err := primitives.NewRedlock(cs, names[0], clienttest.Fitting[primitives.RedlockOption](opts)...)
 		if err != nil {
 			return nil, nil, err
 		}

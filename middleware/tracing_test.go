@@ -226,7 +226,7 @@ var lockers = []locker{
 		return primitives.NewMultiLock(cs[0], []string{"res", "other"}, o...)
 	}),
 	mutexLike(latchkit.KindRedlock, func(cs []*primitives.Client, o ...primitives.Option) (primitives.Mutex, error) {
-		return primitives.NewRedlock(cs, "res", clienttest.RedlockOptions(o)...)
+		return primitives.NewRedlock(cs, "res", clienttest.Fitting[primitives.RedlockOption](o)...)
 	}),
 	rw(latchkit.KindWriteLock),
 	{kind: latchkit.KindReadLock, new: rw(latchkit.KindReadLock).new, holder: &[]locker{rw(latchkit.KindWriteLock)}[0]},

@@ -77,7 +77,7 @@ func TestCallsOnAReleasedLease(t *testing.T) {
 		{"semaphore", sem(primitives.NewSemaphore(clienttest.For(t, b), "sem", 2, opts...))},
 		{"fair semaphore", sem(primitives.NewFairSemaphore(clienttest.For(t, b), "fair", 2, opts...))},
 		{"multilock", mutex(primitives.NewMultiLock(clienttest.For(t, b), []string{"m1", "m2"}, opts...))},
-		{"redlock", mutex(primitives.NewRedlock(clienttest.All(t, bs), "redlock", clienttest.RedlockOptions(opts)...))},
+		{"redlock", mutex(primitives.NewRedlock(clienttest.All(t, bs), "redlock", clienttest.Fitting[primitives.RedlockOption](opts)...))},
 		{"election", func(ctx context.Context) (latchkit.Lease, error) { return el.TryCampaign(ctx, "me") }},
 	} {
 		l, err := k.acq(ctx)

@@ -232,7 +232,7 @@ func TestForeignLockKeyWithoutExpiry(t *testing.T) {
 				return rw.RLock(ctx)
 			}},
 			{"Redlock/Lock", mutexKey("r"), dbs, func(ctx context.Context) (latchkit.Lease, error) {
-				r, err := primitives.NewRedlock(clienttest.All(t, rl), "r", clienttest.RedlockOptions(opts)...)
+				r, err := primitives.NewRedlock(clienttest.All(t, rl), "r", clienttest.Fitting[primitives.RedlockOption](opts)...)
 				if err != nil {
 					t.Fatal(err)
 				}

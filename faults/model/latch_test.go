@@ -20,7 +20,7 @@ import (
 
 // warmLatch runs every Latch script once (see rig.warm).
 func warmLatch(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
-	l, err := primitives.NewLatch(cl, "w", clienttest.LatchOptions(o)...)
+	l, err := primitives.NewLatch(cl, "w", clienttest.Fitting[primitives.LatchOption](o)...)
 	if err != nil {
 		return err
 	}

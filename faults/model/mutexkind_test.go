@@ -126,7 +126,7 @@ var mutexKinds = []mutexKind{
 		},
 		names: one,
 		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
-			return primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", clienttest.RedlockOptions(o)...)
+			return primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", clienttest.Fitting[primitives.RedlockOption](o)...)
 		},
 		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
 		width: func(r *rig, _ int) int { return len(r.servers()) }, quorum: 2, exactHint: true, stragglers: true,

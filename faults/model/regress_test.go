@@ -189,8 +189,8 @@ func TestRegressRedlockSlowInstanceNotDeadline(t *testing.T) {
 	r := newRigOf(t, 3)
 	prefix := r.begin()
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(time.Second)}
-	a, _ := primitives.NewRedlock(clienttest.All(t, r.clients[0].backends()), "m", clienttest.RedlockOptions(opts)...)
-	b, _ := primitives.NewRedlock(clienttest.All(t, r.clients[1].backends()), "m", clienttest.RedlockOptions(opts)...)
+	a, _ := primitives.NewRedlock(clienttest.All(t, r.clients[0].backends()), "m", clienttest.Fitting[primitives.RedlockOption](opts)...)
+	b, _ := primitives.NewRedlock(clienttest.All(t, r.clients[1].backends()), "m", clienttest.Fitting[primitives.RedlockOption](opts)...)
 	ctx := context.Background()
 	la, err := a.TryLock(ctx)
 	if err != nil {
@@ -224,8 +224,8 @@ func TestRegressRedlockLateCopyOnMinority(t *testing.T) {
 func redlockLateCopyOnMinority(t *testing.T, r *rig, c int) {
 	prefix := r.begin()
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithAutoExtend(false), primitives.WithTTL(10 * time.Second)}
-	a, _ := primitives.NewRedlock(clienttest.All(t, r.clients[(c+1)%len(r.clients)].backends()), "m", clienttest.RedlockOptions(opts)...)
-	b, _ := primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", clienttest.RedlockOptions(opts)...)
+	a, _ := primitives.NewRedlock(clienttest.All(t, r.clients[(c+1)%len(r.clients)].backends()), "m", clienttest.Fitting[primitives.RedlockOption](opts)...)
+	b, _ := primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", clienttest.Fitting[primitives.RedlockOption](opts)...)
 	ctx := context.Background()
 	la, err := a.TryLock(ctx)
 	if err != nil {

@@ -83,25 +83,15 @@ func All(t T, bs []backend.Backend) []*primitives.Client {
 	return cs
 }
 
-// RedlockOptions are those of opts, options of the lock family a test
-// shares between kinds, that fit a Redlock too; the others (such as
-// WithWaiterTimeout) are left out, as a Redlock has no use for them.
-func RedlockOptions(opts []primitives.Option) []primitives.RedlockOption {
-	var out []primitives.RedlockOption
+// Fitting are those of opts, options of the lock family a test shares
+// between kinds, that fit family O too (primitives.RedlockOption or
+// primitives.LatchOption); the others (such as WithWaiterTimeout for a
+// Redlock) are left out, as that family has no use for them.
+func Fitting[O any](opts []primitives.Option) []O {
+	var out []O
 	for _, o := range opts {
-		if r, ok := o.(primitives.RedlockOption); ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// LatchOptions are those of opts that fit a Latch (see RedlockOptions).
-func LatchOptions(opts []primitives.Option) []primitives.LatchOption {
-	var out []primitives.LatchOption
-	for _, o := range opts {
-		if l, ok := o.(primitives.LatchOption); ok {
-			out = append(out, l)
+		if f, ok := any(o).(O); ok {
+			out = append(out, f)
 		}
 	}
 	return out
