@@ -2,14 +2,10 @@ package primitives
 
 import (
 	"context"
-	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/nilness"
-	"github.com/latchkit/latchkit/internal/pubsub"
+	"github.com/latchkit/latchkit/internal/kit"
 )
 
 // Client owns the background work of the primitives made from it, over one
@@ -20,70 +16,15 @@ import (
 // primitives), the give-backs that finish an abandoned acquisition, the
 // observers of its elections. A process makes one Client per Redis
 // deployment, shares it, and closes it on shutdown.
-type Client struct {
-	b backend.Backend
-
-	// calls counts the calls in flight, with closedBit set once Close
-	// began; drained is closed by the call that leaves it at closedBit.
-	calls     atomic.Int64
-	drained   chan struct{}
-	drainOnce sync.Once
-	// ctx ends, with ErrClosed as its cause, when Close begins: every
-	// waiting call is bound to it (see bind).
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-
-	mu      sync.Mutex
-	closing bool
-	closed  chan struct{} // closed once Close has finished
-	closeEr error
-	leases  map[*lease]struct{} // held, released by Close
-	renew   *renewer            // for leases renewed by a script on b
-	extend  *renewer            // for leases renewed by their holder's extend
-	hub     *pubsub.Hub         // made on first use
-	hubShut bool                // Close has shut hub: no more is made
-	bgN     int                 // background goroutines running (spawn)
-	bgIdle  chan struct{}       // closed when bgN drops to 0 after closing; nil otherwise
-	bgCtx   context.Context
-	bgStop  context.CancelFunc
-}
-
-// closedBit marks Client.calls once Close has begun.
-const closedBit = int64(1) << 62
-
-// errClientClosed is what a call on a closed Client returns, and the cause
-// of the contexts Close ends.
-var errClientClosed = fmt.Errorf("latchkit: client closed: %w", latchkit.ErrClosed)
+type Client kit.Client
 
 // NewClient returns a Client over b, a backend made by an adapter's New. It
 // starts nothing: goroutines begin with the first lease or waiter that
 // needs them. A nil backend is refused with an error matching
 // latchkit.ErrInvalid.
 func NewClient(b backend.Backend) (*Client, error) {
-	if nilness.Is(b) {
-		return nil, &latchkit.OpError{Op: "new", Kind: "client", Err: fmt.Errorf("%w: nil backend (%T): give an adapter's New of a client", latchkit.ErrInvalid, b)}
-	}
-	if v, ok := b.(backend.Validator); ok {
-		if err := v.Validate(); err != nil {
-			return nil, &latchkit.OpError{Op: "new", Kind: "client", Err: fmt.Errorf("%w: %s", latchkit.ErrInvalid, err)}
-		}
-	}
-	c := &Client{b: b, drained: make(chan struct{}), closed: make(chan struct{}),
-		leases: map[*lease]struct{}{}}
-	c.ctx, c.cancel = context.WithCancelCause(context.Background())
-	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
-	c.renew = newRenewer(b, c.bgCtx)
-	c.extend = newRenewer(nil, c.bgCtx)
-	return c, nil
-}
-
-// backendOf is c's backend, nil for a nil Client (which newConfig
-// refuses).
-func backendOf(c *Client) backend.Backend {
-	if c == nil {
-		return nil
-	}
-	return c.b
+	c, err := kit.NewClient(b)
+	return (*Client)(c), err
 }
 
 // Close withdraws waiting calls, releases the leases still held and
@@ -91,211 +32,11 @@ func backendOf(c *Client) backend.Backend {
 // its primitives returns an error matching latchkit.ErrClosed. If ctx ends
 // first, Close returns ctx's error, and a lease not yet released expires
 // with its TTL. A later Close waits for the first and returns what it did.
-func (c *Client) Close(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		select {
-		case <-c.closed:
-			return c.closeEr
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	c.closing = true
-	c.mu.Unlock()
+func (c *Client) Close(ctx context.Context) error { return (*kit.Client)(c).Close(ctx) }
 
-	// 1. Waiting calls end (they give back what they queued) and new
-	// ones are refused; wait for those in flight.
-	if c.calls.Add(closedBit) == closedBit {
-		c.drainOnce.Do(func() { close(c.drained) })
-	}
-	c.cancel(errClientClosed)
-	var err error
-	select {
-	case <-c.drained:
-	case <-ctx.Done():
-		err = fmt.Errorf("latchkit: close: calls still in flight: %w", ctx.Err())
-	}
-
-	// 2. Release what is held, in parallel.
-	c.mu.Lock()
-	held := make([]*lease, 0, len(c.leases))
-	for l := range c.leases {
-		held = append(held, l)
-	}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, l := range held {
-		wg.Go(func() { _ = l.release(ctx, l.h.release, errClientClosed) })
-	}
-	wg.Wait()
-
-	// 3. Background work: give-backs finish within ctx, or are cut
-	// short; then renewals and subscriptions stop.
-	c.mu.Lock()
-	c.bgIdle = make(chan struct{})
-	if c.bgN == 0 {
-		close(c.bgIdle)
-	}
-	idle := c.bgIdle
-	c.mu.Unlock()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		if err == nil {
-			err = fmt.Errorf("latchkit: close: give-backs still running: %w", ctx.Err())
-		}
-	}
-	c.bgStop()
-	<-idle // cut short, they end at once
-	c.renew.close()
-	c.extend.close()
-	c.mu.Lock()
-	h := c.hub
-	c.hub, c.hubShut = nil, true
-	c.mu.Unlock()
-	if h != nil {
-		h.Shutdown()
-	}
-
-	c.mu.Lock()
-	c.closeEr = err
-	c.mu.Unlock()
-	close(c.closed)
-	return err
-}
-
-// begin enters a call: it returns an error matching latchkit.ErrClosed
-// once Close has begun, and otherwise counts the call in flight until end.
-func (c *Client) begin() error {
-	if c.calls.Add(1)&closedBit != 0 {
-		c.end()
-		return errClientClosed
-	}
-	return nil
-}
-
-// end leaves a call begun by begin.
-func (c *Client) end() {
-	if c.calls.Add(-1) == closedBit {
-		c.drainOnce.Do(func() { close(c.drained) })
-	}
-}
-
-// bind returns ctx, ended also (with errClientClosed as its cause) when
-// Close begins, and the function that releases what bind took.
-func (c *Client) bind(ctx context.Context) (context.Context, func()) {
-	bctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(c.ctx, func() { cancel(errClientClosed) })
-	return bctx, func() { stop(); cancel(context.Canceled) }
-}
-
-// track adds a lease to those Close releases.
-func (c *Client) track(l *lease) {
-	c.mu.Lock()
-	c.leases[l] = struct{}{}
-	c.mu.Unlock()
-}
-
-// untrack drops an ended lease.
-func (c *Client) untrack(l *lease) {
-	c.mu.Lock()
-	delete(c.leases, l)
-	c.mu.Unlock()
-}
-
-// spawn runs f on a goroutine of the Client's background work: Close waits
-// for it, and ends ctx when its own context ends first.
-func (c *Client) spawn(f func(ctx context.Context)) {
-	c.mu.Lock()
-	c.bgN++
-	c.mu.Unlock()
-	go func() {
-		defer func() {
-			c.mu.Lock()
-			c.bgN--
-			if c.bgN == 0 && c.bgIdle != nil {
-				select {
-				case <-c.bgIdle:
-				default:
-					close(c.bgIdle)
-				}
-			}
-			c.mu.Unlock()
-		}()
-		f(c.bgCtx)
-	}()
-}
-
-// renewerFor returns the Client's renewer for leases renewed by a script on
-// b (b is the Client's backend), or, for nil b, by their holder's extend.
-func (c *Client) renewerFor(b backend.Backend) *renewer {
-	if b == nil {
-		return c.extend
-	}
-	return c.renew
-}
-
-// pubsub returns the Client's pub/sub Hub, made on first use; nil once
-// Close has shut it.
-func (c *Client) pubsub() *pubsub.Hub {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hub == nil && !c.hubShut {
-		c.hub = pubsub.NewHub(c.b, pubsub.WithLinger(pubsub.DefaultLinger))
-	}
-	return c.hub
-}
-
-// checkClient is why a constructor refuses c: nil, or closed.
-func checkClient(c *Client) error {
-	switch {
-	case c == nil:
-		return fmt.Errorf("%w: nil client: make one with NewClient", latchkit.ErrInvalid)
-	case c.calls.Load()&closedBit != 0:
-		return errClientClosed
-	}
-	return nil
-}
-
-// begin enters a call on every Client of the primitive (see Client.begin).
-func (c *config) begin() error {
-	for i, cl := range c.cls {
-		if err := cl.begin(); err != nil {
-			for _, d := range c.cls[:i] {
-				d.end()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// end leaves a call begun by begin.
-func (c *config) end() {
-	for _, cl := range c.cls {
-		cl.end()
-	}
-}
-
-// bind is Client.bind for every Client of the primitive.
-func (c *config) bind(ctx context.Context) (context.Context, func()) {
-	if len(c.cls) == 1 {
-		return c.cl.bind(ctx)
-	}
-	bctx, cancel := context.WithCancelCause(ctx)
-	stops := make([]func() bool, len(c.cls))
-	for i, cl := range c.cls {
-		stops[i] = context.AfterFunc(cl.ctx, func() { cancel(errClientClosed) })
-	}
-	return bctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel(context.Canceled)
-	}
-}
+// core is the machinery behind c (nil for a nil c, which constructors
+// refuse).
+func (c *Client) core() *kit.Client { return (*kit.Client)(c) }
 
 // The errors a caller matches with errors.Is, so that a program needs no
 // other latchkit package than this one and an adapter: the same values as

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -42,8 +43,8 @@ func TestWaitDeadlineAfterUnreachableSaysUnavailable(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 			defer cancel()
 			n := 0
-			a := acquisition{op: "lock", kind: latchkit.KindMutex, name: "m",
-				attempt: func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+			a := kit.Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m",
+				Attempt: func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
 					if n++; n <= len(c.before) {
 						return nil, c.before[n-1]
 					}

@@ -81,14 +81,14 @@
 // repository's docs folder.
 package primitives
 
-// How it is laid out (for contributors): each primitive (mutex.go,
-// semaphore.go, fair.go, rwlock.go, multilock.go, redlock.go, latch.go,
-// election.go) makes its keys from its layout (internal/keyspace, keys.go)
-// and runs its scripts (lua/*.lua, loaded by scripts.go with the shared
-// functions of lua/prelude.lua). Every Lock and Acquire, and a latch's
-// Wait, goes through one wait loop (acquire.go: attempt, classify, wait on
-// a pubsub.Wake or the retry policy, give back on a give-up), wrapped by
-// the user's middleware and, for a ReentrantMutex, reentrancy
-// (reentrant.go). A grant is a lease (lease.go), kept alive by its
-// Client's renewer (renew.go, renewrun.go). A Client (client.go) owns
-// every goroutine of its primitives and ends them at Close.
+// How it is laid out (for contributors): one file per primitive
+// (mutex.go, reentrant.go, semaphore.go, fair.go, rwlock.go, multilock.go,
+// redlock.go, latch.go, election.go), each making its keys from its layout
+// (internal/keyspace) and running its scripts (lua/*.lua, loaded by
+// scripts.go). Beside them are the Client (client.go), the options
+// (options.go) and this file. What every primitive shares is in
+// internal/kit: the Client's machinery, the configuration, the one wait
+// loop that every Lock and Acquire (and a latch's Wait) goes through
+// (attempt, classify, wait on a pubsub.Wake or the retry policy, give back
+// on a give-up), the lease and its renewer, the script loader with the
+// helpers of its lua/prelude.lua, and the decoding of script replies.

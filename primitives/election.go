@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -84,7 +86,7 @@ var (
 type election struct {
 	b       backend.Backend
 	name    string
-	cfg     config
+	cfg     kit.Config
 	keys    []string
 	channel string   // campaigners' release channel
 	obs     string   // observers' channel
@@ -104,17 +106,17 @@ type election struct {
 // candidates' values (:el:cand), and they disappear like a Mutex's when
 // nobody campaigns.
 func NewElection(cl *Client, name string, opts ...Option) (Election, error) {
-	b := backendOf(cl)
-	cfg, err := newConfig(latchkit.KindElection, cl, name, opts)
+	b := kit.BackendOf(cl.core())
+	cfg, err := newConfig(latchkit.KindElection, cl.core(), name, opts)
 	if err != nil {
 		return nil, err
 	}
 	l := keyspace.ElectionLayout
-	channel := l.Channel(cfg.prefix, name)
-	e := &election{b: b, name: name, cfg: cfg, keys: l.KeysOf(cfg.prefix, name), channel: channel,
-		obs:    keyspace.KeyBase(cfg.prefix, name) + l.Sub + ":obs",
+	channel := l.Channel(cfg.Prefix, name)
+	e := &election{b: b, name: name, cfg: cfg, keys: l.KeysOf(cfg.Prefix, name), channel: channel,
+		obs:    keyspace.KeyBase(cfg.Prefix, name) + l.Sub + ":obs",
 		inbox:  pubsub.Inbox(b, channel),
-		ttlArg: ms(cfg.ttl), waitArg: ms(cfg.waiterTimeout), handArg: ms(min(cfg.ttl, cfg.waiterTimeout))}
+		ttlArg: kit.Ms(cfg.TTL), waitArg: kit.Ms(cfg.WaiterTimeout), handArg: kit.Ms(min(cfg.TTL, cfg.WaiterTimeout))}
 	e.wchans = []string{channel, e.inbox}
 	return e, nil
 }
@@ -130,30 +132,30 @@ func (e *election) TryCampaign(ctx context.Context, value string) (latchkit.Leas
 func (e *election) campaign(ctx context.Context, value string, try bool) (latchkit.Lease, error) {
 	switch {
 	case value == "":
-		return nil, invalid("campaign", latchkit.KindElection, e.name, "empty value: a leader's value tells it apart from an empty seat")
+		return nil, kit.Invalid("campaign", latchkit.KindElection, e.name, "empty value: a leader's value tells it apart from an empty seat")
 	case len(value) > maxLeaderValue:
-		return nil, invalid("campaign", latchkit.KindElection, e.name, "value of %d bytes, above maxLeaderValue (%d)", len(value), maxLeaderValue)
+		return nil, kit.Invalid("campaign", latchkit.KindElection, e.name, "value of %d bytes, above maxLeaderValue (%d)", len(value), maxLeaderValue)
 	}
-	attempt := func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+	attempt := func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
 		start := time.Now()
-		wait, entry := e.waitArg, e.entry(at.token)
-		if at.try {
+		wait, entry := e.waitArg, e.entry(at.Token)
+		if at.Try {
 			wait, entry = "", ""
 		}
-		args := []string{at.token, e.ttlArg, at.annotation, wait, entry, e.cfg.retArg, value, e.obs}
-		v, acks, err := e.cfg.evalAcquire(ctx, e.b, elAcquire, e.keys, args)
+		args := []string{at.Token, e.ttlArg, at.Annotation, wait, entry, e.cfg.RetArg, value, e.obs}
+		v, acks, err := e.cfg.EvalAcquire(ctx, e.b, elAcquire, e.keys, args)
 		if err != nil {
-			return nil, keyErr(ctx, e.b, e.keys, err)
+			return nil, kit.KeyErr(ctx, e.b, e.keys, err)
 		}
-		l, err := grant(ctx, v, e, latchkit.KindElection, e.name, at.token, start, &e.cfg)
-		return e.cfg.acked(ctx, l, err, acks)
+		l, err := kit.Grant(ctx, v, e, latchkit.KindElection, e.name, at.Token, start, &e.cfg)
+		return e.cfg.Acked(ctx, l, err, acks)
 	}
-	a := acquisition{op: "campaign", kind: latchkit.KindElection, name: e.name,
-		chans: e.wchans, attempt: attempt, giveBack: e.withdraw, queues: true, wakeID: true}
+	a := kit.Acquisition{Op: "campaign", Kind: latchkit.KindElection, Name: e.name,
+		Chans: e.wchans, Attempt: attempt, GiveBack: e.withdraw, Queues: true, WakeID: true}
 	if try {
-		a.try, a.chans, a.giveBack = true, e.wchans[:1], e.giveBack
+		a.Try, a.Chans, a.GiveBack = true, e.wchans[:1], e.giveBack
 	}
-	return e.cfg.acquire(ctx, e.b, a)
+	return e.cfg.Acquire(ctx, e.b, a)
 }
 
 // entry is token's queue entry: the token and the inbox of this process.
@@ -162,52 +164,52 @@ func (e *election) entry(token string) string { return token + " " + e.inbox }
 // withdraw gives back what a campaign that ended without leading may hold
 // or have queued (see el_withdraw.lua).
 func (e *election) withdraw(ctx context.Context, token string) error {
-	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, e.entry(token), e.cfg.retArg, e.obs})
+	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, e.entry(token), e.cfg.RetArg, e.obs})
 	return err
 }
 
-// pass frees the seat token was just granted, without ending the campaign
-// (see passer): el_withdraw with "0" as its end flag.
-func (e *election) pass(ctx context.Context, token string) (bool, error) {
-	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.retArg, e.obs, "0"})
+// Pass frees the seat token was just granted, without ending the campaign
+// (see kit.Passer): el_withdraw with "0" as its end flag.
+func (e *election) Pass(ctx context.Context, token string) (bool, error) {
+	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.RetArg, e.obs, "0"})
 	return true, err
 }
 
 // giveBack gives back what a TryCampaign whose outcome is unknown may hold.
 func (e *election) giveBack(ctx context.Context, token string) error {
-	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.retArg, e.obs})
+	_, err := e.b.Eval(ctx, elWithdraw, e.keys, []string{token, e.channel, e.handArg, "", e.cfg.RetArg, e.obs})
 	return err
 }
 
-func (e *election) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, e, &e.cfg, token, ttl)
+func (e *election) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return kit.ExtendBy(ctx, e, &e.cfg, token, ttl)
 }
 
-// renewCall is election's one extend call: the lock as KEYS; the
+// RenewCall is election's one extend call: the lock as KEYS; the
 // annotation and the seat as companions (see extendArgs).
-func (e *election) renewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return e.b, elExtend, e.keys[:1], extendArgs(token, ttl, e.keys[3], e.keys[7]), e.cfg.ackReplicas == 0
+func (e *election) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return e.b, elExtend, e.keys[:1], kit.ExtendArgs(token, ttl, e.keys[3], e.keys[7]), e.cfg.AckReplicas == 0
 }
 
-func (e *election) release(ctx context.Context, token string) (bool, error) {
-	return flag(e.b.Eval(ctx, elRelease, e.keys, []string{token, e.channel, e.handArg, e.cfg.retArg, e.obs}))
+func (e *election) Release(ctx context.Context, token string) (bool, error) {
+	return kit.Flag(e.b.Eval(ctx, elRelease, e.keys, []string{token, e.channel, e.handArg, e.cfg.RetArg, e.obs}))
 }
 
-func (e *election) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(e.b.Eval(ctx, mutexTTL, e.keys[:1], []string{token}))
+func (e *election) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
+	return kit.Remaining(e.b.Eval(ctx, mutexTTL, e.keys[:1], []string{token}))
 }
 
 func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
-	if err := e.cfg.begin(); err != nil {
-		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, err)
+	if err := e.cfg.Begin(); err != nil {
+		return LeaderInfo{}, kit.OpErr("leader", latchkit.KindElection, e.name, err)
 	}
-	defer e.cfg.end()
+	defer e.cfg.End()
 	info, _, _, err := e.read(ctx)
 	if err != nil {
-		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, err)
+		return LeaderInfo{}, kit.OpErr("leader", latchkit.KindElection, e.name, err)
 	}
 	if info == (LeaderInfo{}) {
-		return LeaderInfo{}, opErr("leader", latchkit.KindElection, e.name, ErrNoLeader)
+		return LeaderInfo{}, kit.OpErr("leader", latchkit.KindElection, e.name, ErrNoLeader)
 	}
 	return info, nil
 }
@@ -218,15 +220,15 @@ func (e *election) Leader(ctx context.Context) (LeaderInfo, error) {
 func (e *election) read(ctx context.Context) (info LeaderInfo, left time.Duration, latest int64, err error) {
 	v, err := e.b.Eval(ctx, elLeader, e.keys, nil)
 	if err != nil {
-		return LeaderInfo{}, 0, 0, keyErr(ctx, e.b, e.keys, err)
+		return LeaderInfo{}, 0, 0, kit.KeyErr(ctx, e.b, e.keys, err)
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || (len(a) != 2 && len(a) != 5) {
-		return LeaderInfo{}, 0, 0, badReply(v)
+		return LeaderInfo{}, 0, 0, kit.BadReply(v)
 	}
 	latest, ok = a[len(a)-1].(int64)
 	if !ok {
-		return LeaderInfo{}, 0, 0, badReply(v)
+		return LeaderInfo{}, 0, 0, kit.BadReply(v)
 	}
 	if len(a) == 2 {
 		return LeaderInfo{}, 0, latest, nil
@@ -235,7 +237,7 @@ func (e *election) read(ctx context.Context) (info LeaderInfo, left time.Duratio
 	f, ok2 := a[2].(int64)
 	ms, ok3 := a[3].(int64)
 	if !ok1 || !ok2 || !ok3 {
-		return LeaderInfo{}, 0, 0, badReply(v)
+		return LeaderInfo{}, 0, 0, kit.BadReply(v)
 	}
 	return LeaderInfo{Value: val, Fence: f}, time.Duration(ms) * time.Millisecond, latest, nil
 }
@@ -275,13 +277,13 @@ const maxObserved = 1024
 
 func (e *election) Observe(ctx context.Context) <-chan LeaderInfo {
 	out := make(chan LeaderInfo)
-	if e.cfg.begin() != nil {
+	if e.cfg.Begin() != nil {
 		close(out) // the Client is closed: Leader says so
 		return out
 	}
-	ctx, unbind := e.cfg.bind(ctx)
+	ctx, unbind := e.cfg.Bind(ctx)
 	go func() {
-		defer e.cfg.end()
+		defer e.cfg.End()
 		defer unbind()
 		e.observe(ctx, out)
 	}()
@@ -324,7 +326,7 @@ func (o *observer) take() ([]string, bool) {
 func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 	defer close(out)
 	o := &observer{}
-	h := e.cfg.cl.pubsub()
+	h := e.cfg.Cl.Pubsub()
 	if h == nil {
 		return // closed meanwhile
 	}
@@ -332,7 +334,7 @@ func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 	defer w.Leave()
 	var (
 		view   seatView
-		policy = e.cfg.retry()
+		policy = e.cfg.Retry()
 	)
 	pace := func() time.Duration { return nextPause(policy) }
 	send := func(info LeaderInfo, changed bool) bool {
@@ -359,7 +361,7 @@ func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 					return // Leader tells a refusal
 				}
 				reread = true
-				if sleepCtx(ctx, pace()) != nil {
+				if pubsub.Sleep(ctx, pace()) != nil {
 					return
 				}
 				continue
@@ -469,30 +471,15 @@ func (v *seatView) news(n seatNews, now time.Time) (LeaderInfo, bool) {
 	return v.cur, false
 }
 
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Context, leader latchkit.Lease) error) error {
-	if err := e.cfg.begin(); err != nil {
+	if err := e.cfg.Begin(); err != nil {
 		return fmt.Errorf("latchkit: run election %q: %w", e.name, err)
 	}
-	defer e.cfg.end()
-	ctx, unbind := e.cfg.bind(ctx)
+	defer e.cfg.End()
+	ctx, unbind := e.cfg.Bind(ctx)
 	defer unbind()
-	policy := e.cfg.retry()    // between failed campaigns; reset by a grant
-	lostPause := e.cfg.retry() // between lost terms; reset by a term that lasted the TTL
+	policy := e.cfg.Retry()    // between failed campaigns; reset by a grant
+	lostPause := e.cfg.Retry() // between lost terms; reset by a term that lasted the TTL
 	for {
 		lead, err := e.Campaign(ctx, value)
 		if err != nil {
@@ -505,7 +492,7 @@ func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Co
 			// Anything else passes (Redis unreachable, a grant the
 			// replicas did not acknowledge, a retry policy that gave
 			// up): campaign again.
-			if sleepCtx(ctx, nextPause(policy)) != nil {
+			if pubsub.Sleep(ctx, nextPause(policy)) != nil {
 				return e.runEnded(ctx, nil)
 			}
 			continue
@@ -521,10 +508,10 @@ func (e *election) Run(ctx context.Context, value string, fn func(ctx context.Co
 		case !lost:
 			return nil
 		}
-		if time.Since(began) >= e.cfg.ttl {
+		if time.Since(began) >= e.cfg.TTL {
 			lostPause.Reset()
 		}
-		if sleepCtx(ctx, max(nextPause(lostPause), minRelead)) != nil {
+		if pubsub.Sleep(ctx, max(nextPause(lostPause), minRelead)) != nil {
 			return e.runEnded(ctx, nil)
 		}
 	}
@@ -553,7 +540,7 @@ func (e *election) term(ctx context.Context, lead latchkit.Lease, fn func(contex
 		stop()
 		lost = lctx.Err() != nil && errors.Is(context.Cause(lctx), latchkit.ErrLeaseLost)
 		cancel(errTermOver)
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ttl)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
 		_ = lead.Release(rctx) // a lost or resigned lease reports ErrLeaseLost; a failed release ends at its TTL
 		rcancel()
 	}()

@@ -2,9 +2,12 @@ package primitives
 
 import (
 	"context"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"time"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/internal/pubsub"
@@ -23,16 +26,16 @@ var (
 )
 
 type fairSemaphore struct {
-	site
+	kit.Site
 	wchans  []string // {channel, inbox}: a waiting acquisition's
 	args    []string // ttl, limit, waiter timeout, "0" (a waiting attempt), inbox, permits ("1"), stored
 	tryArgs []string // the same with "1" (a Try leaves no ticket) and no inbox
 	relArgs []string // release and withdraw ARGV after the token
 	stored  string   // "1": grant by a stored limit (SetLimit); a FairMutex's "0"
 
-	attemptFn, tryFn func(context.Context, *attempt) (latchkit.Lease, error)
+	attemptFn, tryFn func(context.Context, *kit.Attempt) (latchkit.Lease, error)
 	withdrawFn       func(context.Context, string) error
-	handedFn         func(context.Context, *attempt, string) latchkit.Lease
+	handedFn         func(context.Context, *kit.Attempt, string) latchkit.Lease
 }
 
 // NewFairSemaphore returns a semaphore of limit permits granted in arrival
@@ -41,7 +44,7 @@ type fairSemaphore struct {
 // it. An abandoned waiter drops out after WithWaiterTimeout. TryAcquire
 // wins only a free permit with nobody queued ahead, and leaves no ticket.
 func NewFairSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
-	s, err := newFairSemaphore(latchkit.KindFairSemaphore, cl, name, limit, opts)
+	s, err := newFairSemaphore(latchkit.KindFairSemaphore, cl.core(), name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +55,7 @@ func NewFairSemaphore(cl *Client, name string, limit int, opts ...Option) (Semap
 // (Redisson's fair lock): a FairSemaphore of one permit, with the same
 // lease semantics as a Mutex.
 func NewFairMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
-	s, err := newFairSemaphore(latchkit.KindFairMutex, cl, name, 1, opts)
+	s, err := newFairSemaphore(latchkit.KindFairMutex, cl.core(), name, 1, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,39 +72,43 @@ func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 	return m.s.acquire(ctx, 1, true)
 }
 
-func newFairSemaphore(kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (*fairSemaphore, error) {
-	b := backendOf(cl)
-	st, err := newSite(keyspace.FairLayout, kind, cl, name, limit, opts)
+func newFairSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int, opts []Option) (*fairSemaphore, error) {
+	b := kit.BackendOf(cl)
+	cfg, err := newConfig(kind, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg, channel := st.cfg, st.channel
+	st, err := kit.NewSite(keyspace.FairLayout, kind, cfg, name, limit)
+	if err != nil {
+		return nil, err
+	}
+	cfg, channel := st.Cfg, st.Channel
 	inbox := pubsub.Inbox(b, channel)
 	stored := "1"
 	if kind == latchkit.KindFairMutex {
 		stored = "0" // one permit, whatever a FairSemaphore of the name stored
 	}
 	s := &fairSemaphore{
-		site:    st,
+		Site:    st,
 		wchans:  []string{channel, inbox},
-		args:    []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "0", inbox, "1", stored},
-		tryArgs: []string{ms(cfg.ttl), strconv.Itoa(limit), ms(cfg.waiterTimeout), "1", "", "1", stored},
-		relArgs: []string{channel, strconv.Itoa(limit), ms(min(cfg.ttl, cfg.waiterTimeout)), cfg.retArg, stored},
+		args:    []string{kit.Ms(cfg.TTL), strconv.Itoa(limit), kit.Ms(cfg.WaiterTimeout), "0", inbox, "1", stored},
+		tryArgs: []string{kit.Ms(cfg.TTL), strconv.Itoa(limit), kit.Ms(cfg.WaiterTimeout), "1", "", "1", stored},
+		relArgs: []string{channel, strconv.Itoa(limit), kit.Ms(min(cfg.TTL, cfg.WaiterTimeout)), cfg.RetArg, stored},
 		stored:  stored,
 	}
-	s.attemptFn = scriptAttempt(b, fairAcquire, s.keys, s.args, s, kind, name, &s.cfg)
-	s.tryFn = scriptAttempt(b, fairAcquire, s.keys, s.tryArgs, s, kind, name, &s.cfg)
+	s.attemptFn = kit.ScriptAttempt(b, fairAcquire, s.Keys, s.args, s, kind, name, &s.Cfg)
+	s.tryFn = kit.ScriptAttempt(b, fairAcquire, s.Keys, s.tryArgs, s, kind, name, &s.Cfg)
 	// The give-back of an acquisition that ended without a grant: its ticket
 	// leaves the queue, and a permit it holds (granted by an attempt whose
 	// reply was lost, or handed over) is passed on.
 	s.withdrawFn = func(ctx context.Context, token string) error {
-		_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append([]string{token}, s.relArgs...))
+		_, err := s.B.Eval(ctx, fairWithdraw, s.Keys, append([]string{token}, s.relArgs...))
 		return err
 	}
 	// A waiting acquisition holds on its hand-over's message (see
 	// handedLease): the release that grants it is the last request.
-	s.handedFn = func(ctx context.Context, at *attempt, details string) latchkit.Lease {
-		return handedLease(ctx, at, details, s, kind, name, &s.cfg)
+	s.handedFn = func(ctx context.Context, at *kit.Attempt, details string) latchkit.Lease {
+		return kit.HandedLease(ctx, at, details, s, kind, name, &s.Cfg)
 	}
 	return s, nil
 }
@@ -123,30 +130,30 @@ func (s *fairSemaphore) TryAcquireN(ctx context.Context, n int) (latchkit.Lease,
 }
 
 func (s *fairSemaphore) SetLimit(ctx context.Context, limit int) error {
-	if err := s.checkLimit(limit); err != nil {
+	if err := s.CheckLimit(limit); err != nil {
 		return err
 	}
-	if err := s.cfg.begin(); err != nil {
-		return opErr("set_limit", s.kind, s.name, err)
+	if err := s.Cfg.Begin(); err != nil {
+		return kit.OpErr("set_limit", s.Kind, s.Name, err)
 	}
-	defer s.cfg.end()
-	_, err := s.b.Eval(ctx, fairLimit, s.keys, []string{strconv.Itoa(limit), s.channel, s.relArgs[2], s.cfg.retArg})
+	defer s.Cfg.End()
+	_, err := s.B.Eval(ctx, fairLimit, s.Keys, []string{strconv.Itoa(limit), s.Channel, s.relArgs[2], s.Cfg.RetArg})
 	if err != nil {
-		return opErr("set_limit", s.kind, s.name, keyErr(ctx, s.b, s.keys, err))
+		return kit.OpErr("set_limit", s.Kind, s.Name, kit.KeyErr(ctx, s.B, s.Keys, err))
 	}
 	return nil
 }
 
 func (s *fairSemaphore) acquire(ctx context.Context, n int, try bool) (latchkit.Lease, error) {
-	if err := s.checkPermits(n); err != nil {
+	if err := s.CheckPermits(n); err != nil {
 		return nil, err
 	}
-	a := acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.wchans, try: try,
-		attempt: s.attemptFn, giveBack: s.withdrawFn, queues: true, wakeID: true, handed: s.handedFn}
+	a := kit.Acquisition{Op: "acquire", Kind: s.Kind, Name: s.Name, Chans: s.wchans, Try: try,
+		Attempt: s.attemptFn, GiveBack: s.withdrawFn, Queues: true, WakeID: true, Handed: s.handedFn}
 	if try {
-		a.chans = s.chans
-		a.attempt = s.tryFn
-		a.handed = nil
+		a.Chans = s.Chans
+		a.Attempt = s.tryFn
+		a.Handed = nil
 	}
 	if n > 1 {
 		args := s.args
@@ -154,31 +161,39 @@ func (s *fairSemaphore) acquire(ctx context.Context, n int, try bool) (latchkit.
 			args = s.tryArgs
 		}
 		args = append(args[:5:5], strconv.Itoa(n), s.stored)
-		a.attempt = scriptAttempt(s.b, fairAcquire, s.keys, args, s, s.kind, s.name, &s.cfg)
+		a.Attempt = kit.ScriptAttempt(s.B, fairAcquire, s.Keys, args, s, s.Kind, s.Name, &s.Cfg)
 	}
-	if s.kind == latchkit.KindFairMutex {
-		a.op = "lock"
+	if s.Kind == latchkit.KindFairMutex {
+		a.Op = "lock"
 	}
-	return s.cfg.acquire(ctx, s.b, a)
+	return s.Cfg.Acquire(ctx, s.B, a)
 }
 
-func (s *fairSemaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, s, &s.cfg, token, ttl)
+func (s *fairSemaphore) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return kit.ExtendBy(ctx, s, &s.Cfg, token, ttl)
 }
 
-func (s *fairSemaphore) release(ctx context.Context, token string) (bool, error) {
-	return flag(s.b.Eval(ctx, fairRelease, s.keys, append([]string{token}, s.relArgs...)))
+func (s *fairSemaphore) Release(ctx context.Context, token string) (bool, error) {
+	return kit.Flag(s.B.Eval(ctx, fairRelease, s.Keys, append([]string{token}, s.relArgs...)))
 }
 
-// pass frees the permits token was just granted, without ending the
-// acquisition (see passer): fair_withdraw with "0" as its end flag, which
+// Pass frees the permits token was just granted, without ending the
+// acquisition (see kit.Passer): fair_withdraw with "0" as its end flag, which
 // does not remember the token. Its ticket leaves the queue (the next
 // tickets may be granted); its next attempt takes a new one.
-func (s *fairSemaphore) pass(ctx context.Context, token string) (bool, error) {
-	_, err := s.b.Eval(ctx, fairWithdraw, s.keys, append(append([]string{token}, s.relArgs...), "0"))
+func (s *fairSemaphore) Pass(ctx context.Context, token string) (bool, error) {
+	_, err := s.B.Eval(ctx, fairWithdraw, s.Keys, append(append([]string{token}, s.relArgs...), "0"))
 	return true, err
 }
 
-func (s *fairSemaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(s.b.Eval(ctx, fairTTL, []string{s.keys[1], s.keys[4]}, []string{token}))
+func (s *fairSemaphore) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
+	return kit.Remaining(s.B.Eval(ctx, fairTTL, []string{s.Keys[1], s.Keys[4]}, []string{token}))
+}
+
+// RenewCall is fairSemaphore's one extend call: the queue, liveness and
+// holders as KEYS; the ticket counter, annotations and weights as
+// companions.
+func (s *fairSemaphore) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return s.B, fairExtend, []string{s.Keys[0], s.Keys[1], s.Keys[4]}, kit.ExtendArgs(token, ttl, s.Keys[2], s.Keys[6], s.Keys[8]),
+		s.Cfg.AckReplicas == 0
 }

@@ -121,7 +121,7 @@ return sum`)
 
 func heldPermits(t *testing.T, ctx context.Context, s *fairSemaphore) int64 {
 	t.Helper()
-	v, err := s.b.Eval(ctx, fairHeld, s.keys, nil)
+	v, err := s.B.Eval(ctx, fairHeld, s.Keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func newFairT(t *testing.T, b backend.Backend, name string, limit int, opts ...O
 	if limit == 0 {
 		kind, limit = latchkit.KindFairMutex, 1
 	}
-	s, err := newFairSemaphore(kind, testClient(t, b), name, limit, append([]Option{WithAutoExtend(false), WithTTL(10 * time.Second)}, opts...))
+	s, err := newFairSemaphore(kind, testClient(t, b).core(), name, limit, append([]Option{WithAutoExtend(false), WithTTL(10 * time.Second)}, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +149,8 @@ func newFairT(t *testing.T, b backend.Backend, name string, limit int, opts ...O
 // out and no give-back.
 func deadWaiter(t *testing.T, ctx context.Context, s *fairSemaphore, tok string, n int) {
 	t.Helper()
-	args := append(append([]string{tok}, s.args[:5]...), strconv.Itoa(n), s.stored, "", s.cfg.retArg)
-	v, err := s.b.Eval(ctx, fairAcquire, s.keys, args)
+	args := append(append([]string{tok}, s.args[:5]...), strconv.Itoa(n), s.stored, "", s.Cfg.RetArg)
+	v, err := s.B.Eval(ctx, fairAcquire, s.Keys, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestFairKeysExpireAfterHandOverToDeadWaiter(t *testing.T) {
 			if err := m.withdrawFn(ctx, "quitter"); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := srv.c.HExists(ctx, m.keys[4], "ghost").Result(); err != nil || !ok {
+			if ok, err := srv.c.HExists(ctx, m.Keys[4], "ghost").Result(); err != nil || !ok {
 				t.Fatalf("the withdrawal did not hand the lock to the ghost: %v %v", ok, err)
 			}
 			checkEveryKeyExpires(t, ctx, srv, "wd:", "a withdrawal handed the lock to a dead waiter")
@@ -263,7 +263,7 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 // queued counts the tickets in s's queue.
 func queued(t *testing.T, ctx context.Context, srv fairServer, s *fairSemaphore) int64 {
 	t.Helper()
-	n, err := srv.c.ZCard(ctx, s.keys[0]).Result()
+	n, err := srv.c.ZCard(ctx, s.Keys[0]).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/latchkit/latchkit"
 )
@@ -38,8 +40,8 @@ func TestFairScriptsCheckBeforeWriting(t *testing.T) {
 			name string
 			run  func(s *fairSemaphore, tok string) error
 		}{
-			{"release", func(s *fairSemaphore, tok string) error { _, err := s.release(ctx, tok); return err }},
-			{"withdraw", func(s *fairSemaphore, tok string) error { return scriptErr(s.withdrawFn(ctx, tok)) }},
+			{"release", func(s *fairSemaphore, tok string) error { _, err := s.Release(ctx, tok); return err }},
+			{"withdraw", func(s *fairSemaphore, tok string) error { return kit.ScriptErr(s.withdrawFn(ctx, tok)) }},
 		}
 		for _, sc := range scripts {
 			for _, key := range keyspace.FairLayout.KeysOf(prefix, "f") {

@@ -11,6 +11,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/internal/redistest"
 )
 
@@ -195,8 +196,8 @@ func TestIdleNameKeepsOneKey(t *testing.T) {
 			for _, key := range keys {
 				// A Redlock's fence is ahead of the clock by fenceLead,
 				// and kept until the clock passed it, and markerTTL more.
-				if ttl := m.TTL(key); ttl <= 0 || ttl > markerTTL+fenceLead+time.Second {
-					t.Errorf("key %s lives %v: want an expiry within %v", key, ttl, markerTTL+fenceLead)
+				if ttl := m.TTL(key); ttl <= 0 || ttl > kit.MarkerTTL+fenceLead+time.Second {
+					t.Errorf("key %s lives %v: want an expiry within %v", key, ttl, kit.MarkerTTL+fenceLead)
 				}
 			}
 		})

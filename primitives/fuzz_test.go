@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"

@@ -51,7 +51,7 @@ func TestReleaseNotSentIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
-		v, err := mb.Eval(ctx, semTTL, check.(*semaphore).keys[:1], []string{l.Token()})
+		v, err := mb.Eval(ctx, semTTL, check.(*semaphore).Keys[:1], []string{l.Token()})
 		if err != nil {
 			t.Fatal(err)
 		}

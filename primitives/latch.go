@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
+	"github.com/latchkit/latchkit/internal/pubsub"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -54,7 +57,7 @@ const latchRecheck = time.Minute
 type latch struct {
 	b       backend.Backend
 	name    string
-	cfg     config
+	cfg     kit.Config
 	keys    []string // {the latch's hash}
 	channel string
 	chans   []string // {channel}, shared by every Wait (read-only)
@@ -67,52 +70,52 @@ type latch struct {
 // change and then reads as open: keep the retention well above the longest
 // pause between count-downs. See docs/guarantees.md, "The latch".
 func NewLatch(cl *Client, name string, opts ...LatchOption) (Latch, error) {
-	b := backendOf(cl)
-	cfg, err := newConfig(latchkit.KindLatch, cl, name, lockOptions(opts, LatchOption.latchOption))
+	b := kit.BackendOf(cl.core())
+	cfg, err := newConfig(latchkit.KindLatch, cl.core(), name, lockOptions(opts, LatchOption.latchOption))
 	if err != nil {
 		return nil, err
 	}
-	ch := keyspace.LatchLayout.Channel(cfg.prefix, name)
-	return &latch{b: b, name: name, cfg: cfg, keys: keyspace.LatchLayout.KeysOf(cfg.prefix, name),
+	ch := keyspace.LatchLayout.Channel(cfg.Prefix, name)
+	return &latch{b: b, name: name, cfg: cfg, keys: keyspace.LatchLayout.KeysOf(cfg.Prefix, name),
 		channel: ch, chans: []string{ch}}, nil
 }
 
 func (l *latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if n < 1 {
-		return false, invalid("setcount", latchkit.KindLatch, l.name, "count %d is below 1", n)
+		return false, kit.Invalid("setcount", latchkit.KindLatch, l.name, "count %d is below 1", n)
 	}
-	v, err := l.eval(ctx, latchSet, []string{newToken(), strconv.FormatInt(n, 10), l.cfg.retArg})
+	v, err := l.eval(ctx, latchSet, []string{kit.NewToken(), strconv.FormatInt(n, 10), l.cfg.RetArg})
 	if err != nil {
-		err = keyErr(ctx, l.b, l.keys, err)
+		err = kit.KeyErr(ctx, l.b, l.keys, err)
 	}
-	ok, err := flag(v, err)
+	ok, err := kit.Flag(v, err)
 	if err != nil {
-		return false, opErr("setcount", latchkit.KindLatch, l.name, err)
+		return false, kit.OpErr("setcount", latchkit.KindLatch, l.name, err)
 	}
 	return ok, nil
 }
 
 func (l *latch) CountDown(ctx context.Context) error {
-	v, err := l.eval(ctx, latchDown, []string{newToken(), l.channel, l.cfg.retArg})
+	v, err := l.eval(ctx, latchDown, []string{kit.NewToken(), l.channel, l.cfg.RetArg})
 	if err == nil {
 		if _, ok := v.(int64); !ok {
-			err = badReply(v)
+			err = kit.BadReply(v)
 		}
 	}
 	if err != nil {
-		return opErr("countdown", latchkit.KindLatch, l.name, keyErr(ctx, l.b, l.keys, err))
+		return kit.OpErr("countdown", latchkit.KindLatch, l.name, kit.KeyErr(ctx, l.b, l.keys, err))
 	}
 	return nil
 }
 
 func (l *latch) Count(ctx context.Context) (int64, error) {
-	if err := l.cfg.begin(); err != nil {
-		return 0, opErr("count", latchkit.KindLatch, l.name, err)
+	if err := l.cfg.Begin(); err != nil {
+		return 0, kit.OpErr("count", latchkit.KindLatch, l.name, err)
 	}
-	defer l.cfg.end()
+	defer l.cfg.End()
 	n, _, _, err := l.read(ctx)
 	if err != nil {
-		return 0, opErr("count", latchkit.KindLatch, l.name, err)
+		return 0, kit.OpErr("count", latchkit.KindLatch, l.name, err)
 	}
 	return n, nil
 }
@@ -120,7 +123,7 @@ func (l *latch) Count(ctx context.Context) (int64, error) {
 func (l *latch) Wait(ctx context.Context) error {
 	var round string
 	seen := false
-	attempt := func(ctx context.Context, _ *attempt) (latchkit.Lease, error) {
+	attempt := func(ctx context.Context, _ *kit.Attempt) (latchkit.Lease, error) {
 		n, pttl, r, err := l.read(ctx)
 		if err != nil {
 			return nil, err
@@ -137,10 +140,10 @@ func (l *latch) Wait(ctx context.Context) error {
 		if pttl >= 0 {
 			hint = min(time.Duration(pttl)*time.Millisecond, latchRecheck)
 		}
-		return nil, &countErr{n: n, held: heldErr(hint.Milliseconds(), "")}
+		return nil, &countErr{n: n, held: kit.HeldErr(hint.Milliseconds(), "")}
 	}
-	_, err := l.cfg.acquire(ctx, l.b, acquisition{op: "wait", kind: latchkit.KindLatch, name: l.name,
-		chans: l.chans, attempt: attempt, noLease: true})
+	_, err := l.cfg.Acquire(ctx, l.b, kit.Acquisition{Op: "wait", Kind: latchkit.KindLatch, Name: l.name,
+		Chans: l.chans, Attempt: attempt, NoLease: true})
 	return err
 }
 
@@ -160,11 +163,11 @@ func (e *countErr) Unwrap() error { return e.held }
 func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err error) {
 	v, err := l.b.Eval(ctx, latchRead, l.keys, nil)
 	if err != nil {
-		return 0, 0, "", keyErr(ctx, l.b, l.keys, err)
+		return 0, 0, "", kit.KeyErr(ctx, l.b, l.keys, err)
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) != 3 {
-		return 0, 0, "", badReply(v)
+		return 0, 0, "", kit.BadReply(v)
 	}
 	s, ok1 := a[0].(string)
 	pttl, ok2 := a[1].(int64)
@@ -172,7 +175,7 @@ func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err erro
 		round, ok = a[2].(string)
 	}
 	if n, err = strconv.ParseInt(s, 10, 64); !ok1 || !ok2 || !ok || err != nil || n < 0 {
-		return 0, 0, "", badReply(v)
+		return 0, 0, "", kit.BadReply(v)
 	}
 	return n, pttl, round, nil
 }
@@ -182,19 +185,19 @@ func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err erro
 // retry policy, until it gets an answer or ctx ends: the script recognizes
 // its id, so a try that did get through is not applied twice. When ctx
 // ended the call, the error matches ctx's error. Errors are as the backend
-// returned them (see scriptErr).
+// returned them (see kit.ScriptErr).
 func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (backend.Value, error) {
-	if err := l.cfg.begin(); err != nil {
+	if err := l.cfg.Begin(); err != nil {
 		return nil, err
 	}
-	defer l.cfg.end()
+	defer l.cfg.End()
 	var policy backoff.BackOff
 	for tries := 1; ; tries++ {
 		v, err := l.b.Eval(ctx, s, l.keys, args)
 		if err == nil {
 			return v, nil
 		}
-		if cerr := ctxDone(ctx); cerr != nil {
+		if cerr := kit.CtxDone(ctx); cerr != nil {
 			if !errors.Is(err, cerr) {
 				err = fmt.Errorf("%w: %w", cerr, err)
 			}
@@ -204,18 +207,18 @@ func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (bac
 			return nil, err
 		}
 		if policy == nil {
-			policy = l.cfg.retry()
+			policy = l.cfg.Retry()
 			// Close ends the retries too.
 			var unbind func()
-			ctx, unbind = l.cfg.bind(ctx)
+			ctx, unbind = l.cfg.Bind(ctx)
 			defer unbind()
 		}
 		d := policy.NextBackOff()
 		if d == backoff.Stop {
 			return nil, fmt.Errorf("gave up after %d tries: %w", tries, err)
 		}
-		if werr := sleepCtx(ctx, d); werr != nil {
-			if cause := context.Cause(ctx); cause == errClientClosed {
+		if werr := pubsub.Sleep(ctx, d); werr != nil {
+			if cause := context.Cause(ctx); cause == kit.ErrClientClosed {
 				werr = fmt.Errorf("%w: %w", cause, werr)
 			}
 			return nil, fmt.Errorf("%w: %w", werr, err)

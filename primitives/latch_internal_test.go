@@ -3,11 +3,13 @@ package primitives
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -80,7 +82,7 @@ func TestLatchRetention(t *testing.T) {
 	ctx := context.Background()
 	tick := func(d time.Duration) { now = now.Add(d); m.SetTime(now); m.FastForward(d) }
 	l, _ := NewLatch(testClient(t, b), "r", WithRetention(time.Hour))
-	key := keyspace.LatchLayout.KeysOf(defaultPrefix, "r")[0]
+	key := keyspace.LatchLayout.KeysOf(kit.DefaultPrefix, "r")[0]
 	l.TrySetCount(ctx, 3)
 	if ttl := m.TTL(key); ttl != time.Hour {
 		t.Errorf("set: ttl %v, want 1h", ttl)
@@ -107,8 +109,8 @@ func TestLatchRetention(t *testing.T) {
 	l.TrySetCount(ctx, 2)
 	l.CountDown(ctx)
 	l.CountDown(ctx)
-	if ttl := m.TTL(key); ttl != markerTTL {
-		t.Errorf("at zero: ttl %v, want %v", ttl, markerTTL)
+	if ttl := m.TTL(key); ttl != kit.MarkerTTL {
+		t.Errorf("at zero: ttl %v, want %v", ttl, kit.MarkerTTL)
 	}
 	ids := func() int {
 		n := 0

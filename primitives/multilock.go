@@ -10,6 +10,8 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
@@ -38,7 +40,7 @@ type multiLock struct {
 	b        backend.Backend
 	names    []string // canonical order
 	label    string   // the names joined, for errors and spans
-	cfg      config
+	cfg      kit.Config
 	keys     []string // all names' Mutex keys, seven per name
 	channels []string // one per name
 	parts    []*mutex // one Mutex per name, for the one-slot-at-a-time path
@@ -49,7 +51,7 @@ type multiLock struct {
 	inbox    string   // where a hand-over to a waiter of this process is told
 	chans    []string // a waiting Lock's: every name's release channel, and the inbox
 
-	attemptFn, tryFn   func(context.Context, *attempt) (latchkit.Lease, error)
+	attemptFn, tryFn   func(context.Context, *kit.Attempt) (latchkit.Lease, error)
 	withdrawFn, backFn func(context.Context, string) error
 }
 
@@ -60,30 +62,30 @@ type multiLock struct {
 // MultiLease: Fence is the highest of the names' fences, Fences each
 // name's own, the one a resource guarded by that name should check.
 func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
-	b := backendOf(cl)
+	b := kit.BackendOf(cl.core())
 	label := strings.Join(names, ",")
-	cfg, err := newConfig(latchkit.KindMultiLock, cl, label, opts)
+	cfg, err := newConfig(latchkit.KindMultiLock, cl.core(), label, opts)
 	if err != nil {
 		return nil, err
 	}
 	if len(names) == 0 {
-		return nil, invalid("new", latchkit.KindMultiLock, label, "no names")
+		return nil, kit.Invalid("new", latchkit.KindMultiLock, label, "no names")
 	}
 	sorted := slices.Clone(names)
 	slices.Sort(sorted)
 	for i, n := range sorted {
 		if n == "" {
-			return nil, invalid("new", latchkit.KindMultiLock, label, "an empty name")
+			return nil, kit.Invalid("new", latchkit.KindMultiLock, label, "an empty name")
 		}
 		if i > 0 && sorted[i-1] == n {
-			return nil, invalid("new", latchkit.KindMultiLock, label, "name %q given twice", n)
+			return nil, kit.Invalid("new", latchkit.KindMultiLock, label, "name %q given twice", n)
 		}
 	}
 	ml := &multiLock{b: b, names: sorted, label: strings.Join(sorted, ","), cfg: cfg,
-		split: backend.IsCluster(b) && len(sorted) > 1, ttlArg: ms(cfg.ttl),
-		waitArg: ms(cfg.waiterTimeout), handArg: ms(min(cfg.ttl, cfg.waiterTimeout))}
+		split: backend.IsCluster(b) && len(sorted) > 1, ttlArg: kit.Ms(cfg.TTL),
+		waitArg: kit.Ms(cfg.WaiterTimeout), handArg: kit.Ms(min(cfg.TTL, cfg.WaiterTimeout))}
 	for _, n := range sorted {
-		m, err := newMutex(latchkit.KindMultiLock, cl, n, opts)
+		m, err := newMutex(latchkit.KindMultiLock, cl.core(), n, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +95,7 @@ func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
 	}
 	ml.inbox = pubsub.Inbox(b, ml.channels[0])
 	ml.chans = append(slices.Clone(ml.channels), ml.inbox)
-	ml.attemptFn = func(ctx context.Context, at *attempt) (latchkit.Lease, error) { return ml.attempt(ctx, at) }
+	ml.attemptFn = func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) { return ml.attempt(ctx, at) }
 	ml.tryFn = ml.attemptFn
 	ml.withdrawFn = func(ctx context.Context, token string) error { return ml.giveBack(ctx, token, ml.entry(token)) }
 	ml.backFn = func(ctx context.Context, token string) error { return ml.giveBack(ctx, token, "") }
@@ -101,13 +103,13 @@ func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
 }
 
 func (ml *multiLock) Lock(ctx context.Context) (latchkit.Lease, error) {
-	return ml.cfg.acquire(ctx, ml.b, acquisition{op: "lock", kind: latchkit.KindMultiLock, name: ml.label,
-		chans: ml.chans, attempt: ml.attemptFn, giveBack: ml.withdrawFn, queues: true, wakeID: true})
+	return ml.cfg.Acquire(ctx, ml.b, kit.Acquisition{Op: "lock", Kind: latchkit.KindMultiLock, Name: ml.label,
+		Chans: ml.chans, Attempt: ml.attemptFn, GiveBack: ml.withdrawFn, Queues: true, WakeID: true})
 }
 
 func (ml *multiLock) TryLock(ctx context.Context) (latchkit.Lease, error) {
-	return ml.cfg.acquire(ctx, ml.b, acquisition{op: "lock", kind: latchkit.KindMultiLock, name: ml.label,
-		try: true, attempt: ml.tryFn, giveBack: ml.backFn})
+	return ml.cfg.Acquire(ctx, ml.b, kit.Acquisition{Op: "lock", Kind: latchkit.KindMultiLock, Name: ml.label,
+		Try: true, Attempt: ml.tryFn, GiveBack: ml.backFn})
 }
 
 // entry is token's queue entry: the token and the inbox of this process.
@@ -115,7 +117,7 @@ func (ml *multiLock) entry(token string) string { return token + " " + ml.inbox 
 
 // attempt takes every name, or, waiting, as many as ordered holding allows
 // (see NewMultiLock).
-func (ml *multiLock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+func (ml *multiLock) attempt(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
 	start := time.Now()
 	fences, acks, err := ml.take(ctx, at)
 	if err != nil {
@@ -128,47 +130,47 @@ func (ml *multiLock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, 
 	// acked is given the *lease itself, not the multiLease around it: a
 	// grant it refuses is passed on through ml.pass (see passOn), which
 	// does not remember the token, as Release would.
-	l := newLease(ctx, ml, latchkit.KindMultiLock, ml.label, at.token, slices.Max(fences), start, &ml.cfg)
-	if _, err := ml.cfg.acked(ctx, l, nil, acks); err != nil {
+	l := kit.NewLease(ctx, ml, latchkit.KindMultiLock, ml.label, at.Token, slices.Max(fences), start, &ml.cfg)
+	if _, err := ml.cfg.Acked(ctx, l, nil, acks); err != nil {
 		return nil, err
 	}
-	return &multiLease{lease: l, fences: byName}, nil
+	return &multiLease{Lease: l, fences: byName}, nil
 }
 
 // take runs one attempt, returning each name's fence and, with
 // WithReplicaAck, the fewest replicas any of its scripts reached.
-func (ml *multiLock) take(ctx context.Context, at *attempt) ([]int64, int, error) {
+func (ml *multiLock) take(ctx context.Context, at *kit.Attempt) ([]int64, int, error) {
 	if ml.split {
 		return ml.takeEach(ctx, at)
 	}
 	args := make([]string, 0, 6+len(ml.channels))
-	args = append(args, at.token, ml.ttlArg, at.annotation, "", "", ml.handArg)
-	if !at.try {
-		args[3], args[4] = ml.waitArg, ml.entry(at.token)
+	args = append(args, at.Token, ml.ttlArg, at.Annotation, "", "", ml.handArg)
+	if !at.Try {
+		args[3], args[4] = ml.waitArg, ml.entry(at.Token)
 	}
-	args = append(append(args, ml.channels...), ml.cfg.retArg)
-	v, acks, err := ml.cfg.evalAcquire(ctx, ml.b, multiAcquire, ml.keys, args)
+	args = append(append(args, ml.channels...), ml.cfg.RetArg)
+	v, acks, err := ml.cfg.EvalAcquire(ctx, ml.b, multiAcquire, ml.keys, args)
 	if err != nil {
-		return nil, 0, keyErr(ctx, ml.b, ml.keys, err)
+		return nil, 0, kit.KeyErr(ctx, ml.b, ml.keys, err)
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) < 2 {
-		return nil, 0, badReply(v)
+		return nil, 0, kit.BadReply(v)
 	}
 	if a[0] != int64(1) { // {0, hint, holder}
-		_, hint, holder, err := pair(v)
+		_, hint, holder, err := kit.Pair(v)
 		if err != nil {
 			return nil, 0, err
 		}
-		return nil, 0, heldErr(hint, holder)
+		return nil, 0, kit.HeldErr(hint, holder)
 	}
 	if len(a) != len(ml.names)+1 {
-		return nil, 0, badReply(v)
+		return nil, 0, kit.BadReply(v)
 	}
 	fences := make([]int64, len(ml.names))
 	for i, x := range a[1:] {
 		if fences[i], ok = x.(int64); !ok {
-			return nil, 0, badReply(v)
+			return nil, 0, kit.BadReply(v)
 		}
 	}
 	return fences, acks, nil
@@ -179,17 +181,17 @@ func (ml *multiLock) take(ctx context.Context, at *attempt) ([]int64, int, error
 // gives back the names it took. A waiting Lock keeps the names before the
 // first held one (their locks refreshed by each attempt), queues on that
 // one, and gives back whatever it may hold or have queued beyond it.
-func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, error) {
+func (ml *multiLock) takeEach(ctx context.Context, at *kit.Attempt) ([]int64, int, error) {
 	fences := make([]int64, 0, len(ml.parts))
 	least := 0
 	for i, m := range ml.parts {
-		args := []string{at.token, ml.ttlArg, at.annotation}
-		if !at.try {
-			args = append(args, ml.waitArg, ml.entry(at.token))
+		args := []string{at.Token, ml.ttlArg, at.Annotation}
+		if !at.Try {
+			args = append(args, ml.waitArg, ml.entry(at.Token))
 		}
-		args = append(args, ml.cfg.retArg)
-		v, acks, err := ml.cfg.evalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
-		at.reach = max(at.reach, i+1)
+		args = append(args, ml.cfg.RetArg)
+		v, acks, err := ml.cfg.EvalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
+		at.Reach = max(at.Reach, i+1)
 		if i == 0 || acks < least {
 			least = acks
 		}
@@ -197,30 +199,30 @@ func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, e
 			var ok bool
 			var n int64
 			var holder string
-			if ok, n, holder, err = pair(v); err == nil && ok {
+			if ok, n, holder, err = kit.Pair(v); err == nil && ok {
 				fences = append(fences, n)
 				continue
 			} else if err == nil {
-				err = heldErr(n, holder)
+				err = kit.HeldErr(n, holder)
 			}
 		}
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.GiveBackTimeout)
 		defer cancel()
-		if at.try {
+		if at.Try {
 			// All or nothing: give back the names taken, and this one,
 			// whose outcome may be unknown.
 			for _, taken := range ml.parts[:i+1] {
-				_ = taken.withdrawEntry(gctx, at.token, "", true)
+				_ = taken.withdrawEntry(gctx, at.Token, "", true)
 			}
 		} else if _, held := err.(*latchkit.HeldError); held {
 			// Hold nothing and queue nowhere beyond the name waited for
 			// (where an earlier attempt may have got).
-			for _, beyond := range ml.parts[i+1 : at.reach] {
-				_ = beyond.withdrawEntry(gctx, at.token, ml.entry(at.token), false)
+			for _, beyond := range ml.parts[i+1 : at.Reach] {
+				_ = beyond.withdrawEntry(gctx, at.Token, ml.entry(at.Token), false)
 			}
-			at.reach = i + 1
+			at.Reach = i + 1
 		}
-		return nil, 0, scriptErr(err)
+		return nil, 0, kit.ScriptErr(err)
 	}
 	return fences, least, nil
 }
@@ -230,7 +232,7 @@ func (ml *multiLock) takeEach(ctx context.Context, at *attempt) ([]int64, int, e
 // or have queued (entry; "" for none).
 func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
 	if !ml.split {
-		args := append(append([]string{token, ml.handArg, entry}, ml.channels...), ml.cfg.retArg)
+		args := append(append([]string{token, ml.handArg, entry}, ml.channels...), ml.cfg.RetArg)
 		_, err := ml.b.Eval(ctx, multiWithdraw, ml.keys, args)
 		return err
 	}
@@ -241,44 +243,44 @@ func (ml *multiLock) giveBack(ctx context.Context, token, entry string) error {
 	return errors.Join(errs...)
 }
 
-// pass frees every name token was just granted, without ending the
-// acquisition (see passer): on one server multi_withdraw with its pass
+// Pass frees every name token was just granted, without ending the
+// acquisition (see kit.Passer): on one server multi_withdraw with its pass
 // flag, on a Cluster each name's Mutex pass; neither remembers the token.
-func (ml *multiLock) pass(ctx context.Context, token string) (bool, error) {
+func (ml *multiLock) Pass(ctx context.Context, token string) (bool, error) {
 	if !ml.split {
-		args := append(append([]string{token, ml.handArg, ""}, ml.channels...), ml.cfg.retArg, "0")
+		args := append(append([]string{token, ml.handArg, ""}, ml.channels...), ml.cfg.RetArg, "0")
 		_, err := ml.b.Eval(ctx, multiWithdraw, ml.keys, args)
 		return true, err
 	}
 	var errs []error
 	for _, m := range ml.parts {
-		_, err := m.pass(ctx, token)
+		_, err := m.Pass(ctx, token)
 		errs = append(errs, err)
 	}
 	return true, errors.Join(errs...)
 }
 
-func (ml *multiLock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+func (ml *multiLock) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	if !ml.split {
-		return extendBy(ctx, ml, &ml.cfg, token, ttl)
+		return kit.ExtendBy(ctx, ml, &ml.cfg, token, ttl)
 	}
 	for _, m := range ml.parts {
-		if held, err := m.extend(ctx, token, ttl); err != nil || !held {
+		if held, err := m.Extend(ctx, token, ttl); err != nil || !held {
 			return false, err
 		}
 	}
 	return true, nil
 }
 
-func (ml *multiLock) release(ctx context.Context, token string) (bool, error) {
+func (ml *multiLock) Release(ctx context.Context, token string) (bool, error) {
 	if !ml.split {
-		args := append(append([]string{token, ml.handArg}, ml.channels...), ml.cfg.retArg)
-		return flag(ml.b.Eval(ctx, multiRelease, ml.keys, args))
+		args := append(append([]string{token, ml.handArg}, ml.channels...), ml.cfg.RetArg)
+		return kit.Flag(ml.b.Eval(ctx, multiRelease, ml.keys, args))
 	}
 	all := true
 	var errs []error
 	for _, m := range ml.parts {
-		held, err := m.release(ctx, token)
+		held, err := m.Release(ctx, token)
 		errs = append(errs, err)
 		all = all && held
 	}
@@ -288,13 +290,13 @@ func (ml *multiLock) release(ctx context.Context, token string) (bool, error) {
 	return all, nil
 }
 
-func (ml *multiLock) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
+func (ml *multiLock) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
 	if !ml.split {
-		return remaining(ml.b.Eval(ctx, multiTTL, ml.locks(), []string{token}))
+		return kit.Remaining(ml.b.Eval(ctx, multiTTL, ml.locks(), []string{token}))
 	}
 	var least time.Duration = -1
 	for _, m := range ml.parts {
-		d, held, err := m.ttl(ctx, token)
+		d, held, err := m.TTL(ctx, token)
 		if err != nil || !held {
 			return 0, false, err
 		}
@@ -306,8 +308,34 @@ func (ml *multiLock) ttl(ctx context.Context, token string) (time.Duration, bool
 }
 
 type multiLease struct {
-	*lease
+	*kit.Lease
 	fences map[string]int64
 }
 
 func (l *multiLease) Fences() map[string]int64 { return maps.Clone(l.fences) }
+
+// locks are the locks of a MultiLock's names, in the order of its keys:
+// the KEYS of multi_extend and multi_ttl.
+func (ml *multiLock) locks() []string {
+	n := len(keyspace.MutexLayout.Keys)
+	locks := make([]string, 0, len(ml.keys)/n)
+	for i := 0; i < len(ml.keys); i += n {
+		locks = append(locks, ml.keys[i])
+	}
+	return locks
+}
+
+// RenewCall is multiLock's one extend call over every name (their locks
+// as KEYS, their annotations as companions), unless the names are split
+// over cluster nodes (then extend runs name by name).
+func (ml *multiLock) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	if ml.split {
+		return nil, nil, nil, nil, false
+	}
+	n := len(keyspace.MutexLayout.Keys)
+	notes := make([]string, 0, len(ml.keys)/n)
+	for i := 3; i < len(ml.keys); i += n {
+		notes = append(notes, ml.keys[i])
+	}
+	return ml.b, multiExtend, ml.locks(), kit.ExtendArgs(token, ttl, notes...), ml.cfg.AckReplicas == 0
+}

@@ -2,15 +2,11 @@ package primitives
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
@@ -48,32 +44,11 @@ var (
 	mutexTTL      = loadScript("mutex_ttl")
 )
 
-// wakeID is the digest of token that a hand-over's message names (as
-// digest in lua/prelude.lua computes it): the waiter is found without its token going
-// over pub/sub.
-func wakeID(token string) string {
-	sum := sha1.Sum([]byte(token))
-	return hex.EncodeToString(sum[:wakeIDBytes])
-}
-
-// wakeIDBytes is how many bytes of the digest a wakeID keeps.
-const wakeIDBytes = 8
-
-// markerTTL is how long a finished token (released, or given back) is
-// remembered (see remember in lua/prelude.lua): longer than any retry of
-// the release that wrote it, and than any late copy of an attempt. A
-// release retried more than markerTTL after its first try ran may be
-// reported lost: the evidence is gone. Every kind keeps one set of them
-// per name (a Mutex's, Election's, MultiLock name's and Redlock
-// instance's is the layout's :gone key): one entry per token finished in
-// the last markerTTL, in one key whatever their number.
-const markerTTL = 60 * time.Second
-
 type mutex struct {
 	b       backend.Backend
 	kind    latchkit.Kind
 	name    string
-	cfg     config
+	cfg     kit.Config
 	keys    []string // lock, two reserved, annotation, finished tokens: what Redlock uses
 	qkeys   []string // keys, then the wait queue and the waiters' liveness: a Mutex's and MultiLock's
 	channel string
@@ -84,10 +59,10 @@ type mutex struct {
 
 	// m.attempt, m.withdraw, m.giveBack and m.handed as func values,
 	// made once.
-	attemptFn  func(context.Context, *attempt) (latchkit.Lease, error)
+	attemptFn  func(context.Context, *kit.Attempt) (latchkit.Lease, error)
 	withdrawFn func(context.Context, string) error
 	giveBackFn func(context.Context, string) error
-	handedFn   func(context.Context, *attempt, string) latchkit.Lease
+	handedFn   func(context.Context, *kit.Attempt, string) latchkit.Lease
 
 	// Made by the first waiting Lock (most mutexes never wait).
 	waitOnce sync.Once
@@ -101,29 +76,29 @@ type mutex struct {
 // order; a TryLock never queues. Its keys start with prefix{name} (see
 // docs/operations.md).
 func NewMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
-	m, err := newMutex(latchkit.KindMutex, cl, name, opts)
+	m, err := newMutex(latchkit.KindMutex, cl.core(), name, opts)
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func newMutex(kind latchkit.Kind, cl *Client, name string, opts []Option) (*mutex, error) {
-	b := backendOf(cl)
+func newMutex(kind latchkit.Kind, cl *kit.Client, name string, opts []Option) (*mutex, error) {
+	b := kit.BackendOf(cl)
 	cfg, err := newConfig(kind, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	k := keyspace.MutexLayout.Names(cfg.prefix, name) // 7 keys, then the channel
+	k := keyspace.MutexLayout.Names(cfg.Prefix, name) // 7 keys, then the channel
 	m := &mutex{
 		b: b, kind: kind, name: name, cfg: cfg,
 		keys:    k[:5:5],
 		qkeys:   k[:7:7],
 		channel: k[7],
 		chans:   k[7:8:8],
-		ttlArg:  ms(cfg.ttl),
-		waitArg: ms(cfg.waiterTimeout),
-		handArg: ms(min(cfg.ttl, cfg.waiterTimeout)),
+		ttlArg:  kit.Ms(cfg.TTL),
+		waitArg: kit.Ms(cfg.WaiterTimeout),
+		handArg: kit.Ms(min(cfg.TTL, cfg.WaiterTimeout)),
 	}
 	m.attemptFn, m.withdrawFn, m.giveBackFn, m.handedFn = m.attempt, m.withdraw, m.giveBack, m.handed
 	return m, nil
@@ -150,52 +125,52 @@ func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latc
 	if try {
 		give = m.giveBackFn
 	}
-	return m.cfg.acquire(ctx, m.b, acquisition{op: "lock", kind: kind, name: m.name, chans: chans, try: try,
-		attempt: m.attemptFn, giveBack: give, queues: true, wakeID: true, handed: m.handedFn})
+	return m.cfg.Acquire(ctx, m.b, kit.Acquisition{Op: "lock", Kind: kind, Name: m.name, Chans: chans, Try: try,
+		Attempt: m.attemptFn, GiveBack: give, Queues: true, WakeID: true, Handed: m.handedFn})
 }
 
 // entry is token's queue entry: the token and the inbox of this process.
 func (m *mutex) entry(token string) string { return token + " " + m.inbox }
 
 // attempt runs the acquire script once. A waiting Lock queues.
-func (m *mutex) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+func (m *mutex) attempt(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
 	start := time.Now()
 	var args []string
 	keys := m.keys // a single attempt never queues: no queue keys
-	if at.try {
-		args = []string{at.token, m.ttlArg, at.annotation, m.cfg.retArg}
+	if at.Try {
+		args = []string{at.Token, m.ttlArg, at.Annotation, m.cfg.RetArg}
 	} else {
-		args = []string{at.token, m.ttlArg, at.annotation, m.waitArg, m.entry(at.token), m.cfg.retArg}
+		args = []string{at.Token, m.ttlArg, at.Annotation, m.waitArg, m.entry(at.Token), m.cfg.RetArg}
 		keys = m.qkeys
 	}
-	v, acks, err := m.cfg.evalAcquire(ctx, m.b, mutexAcquire, keys, args)
+	v, acks, err := m.cfg.EvalAcquire(ctx, m.b, mutexAcquire, keys, args)
 	if err != nil {
-		return nil, keyErr(ctx, m.b, keys, err)
+		return nil, kit.KeyErr(ctx, m.b, keys, err)
 	}
-	if !at.try {
-		noteCounter(at, v, start)
+	if !at.Try {
+		kit.NoteCounter(at, v, start)
 	}
-	l, err := grant(ctx, v, m, m.kind, m.name, at.token, start, &m.cfg)
-	return m.cfg.acked(ctx, l, err, acks)
+	l, err := kit.Grant(ctx, v, m, m.kind, m.name, at.Token, start, &m.cfg)
+	return m.cfg.Acked(ctx, l, err, acks)
 }
 
 // handed is the lease a hand-over's message grants a waiting Lock (see
 // handedLease).
-func (m *mutex) handed(ctx context.Context, at *attempt, details string) latchkit.Lease {
-	return handedLease(ctx, at, details, m, m.kind, m.name, &m.cfg)
+func (m *mutex) handed(ctx context.Context, at *kit.Attempt, details string) latchkit.Lease {
+	return kit.HandedLease(ctx, at, details, m, m.kind, m.name, &m.cfg)
 }
 
-func (m *mutex) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, m, &m.cfg, token, ttl)
+func (m *mutex) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return kit.ExtendBy(ctx, m, &m.cfg, token, ttl)
 }
 
-func (m *mutex) release(ctx context.Context, token string) (bool, error) {
-	return flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg, m.cfg.retArg}))
+func (m *mutex) Release(ctx context.Context, token string) (bool, error) {
+	return kit.Flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg, m.cfg.RetArg}))
 }
 
-// pass frees the lock token was just granted, without ending the
-// acquisition (see passer): a give-back without its end flag.
-func (m *mutex) pass(ctx context.Context, token string) (bool, error) {
+// Pass frees the lock token was just granted, without ending the
+// acquisition (see kit.Passer): a give-back without its end flag.
+func (m *mutex) Pass(ctx context.Context, token string) (bool, error) {
 	return true, m.withdrawEntry(ctx, token, "", false)
 }
 
@@ -219,106 +194,22 @@ func (m *mutex) withdrawEntry(ctx context.Context, token, entry string, final bo
 	if final {
 		end = "1"
 	}
-	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end, m.cfg.retArg})
+	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end, m.cfg.RetArg})
 	return err
 }
 
-func (m *mutex) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(m.b.Eval(ctx, mutexTTL, m.keys[:1], []string{token}))
+func (m *mutex) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
+	return kit.Remaining(m.b.Eval(ctx, mutexTTL, m.keys[:1], []string{token}))
 }
 
-// ms formats d as whole milliseconds, at least 1.
-func ms(d time.Duration) string {
-	n := max(d.Milliseconds(), 1)
-	if n%1000 == 0 && n/1000 < int64(len(wholeSeconds)) {
-		return wholeSeconds[n/1000] // the usual TTLs and timeouts, without an allocation
-	}
-	return strconv.FormatInt(n, 10)
+// extendCall is the keys and ARGV of mutex_extend for token: the lock, and
+// the annotation as a companion. A Redlock runs it on each instance.
+func (m *mutex) extendCall(token string, ttl time.Duration) (keys, args []string) {
+	return m.keys[:1], kit.ExtendArgs(token, ttl, m.keys[3])
 }
 
-// wholeSeconds[i] is i seconds in milliseconds, formatted. Never modified.
-var wholeSeconds = func() (s [121]string) {
-	for i := range s {
-		s[i] = strconv.Itoa(i * 1000)
-	}
-	return s
-}()
-
-// pair decodes a {flag, n} script reply, or {0, n, holder} where holder is
-// the annotation the holder stored (nil or a string).
-func pair(v backend.Value) (bool, int64, string, error) {
-	a, ok := v.([]backend.Value)
-	if !ok || len(a) < 2 || len(a) > 4 { // a waiting Mutex attempt's fourth: see noteCounter
-		return false, 0, "", badReply(v)
-	}
-	flag, ok1 := a[0].(int64)
-	n, ok2 := a[1].(int64)
-	if !ok1 || !ok2 {
-		return false, 0, "", badReply(v)
-	}
-	var holder string
-	if len(a) >= 3 && a[2] != nil {
-		if holder, ok = a[2].(string); !ok {
-			return false, 0, "", badReply(v)
-		}
-	}
-	return flag == 1, n, holder, nil
-}
-
-// annotation is what an attempt stores beside its grant: the request's
-// Annotation, or nothing when it is too long to store.
-func annotation(a string) string {
-	if len(a) > keyspace.MaxAnnotation {
-		return ""
-	}
-	return a
-}
-
-// errBadReply marks a script reply of an unexpected shape: a backend that
-// does not normalize replies as backend.Value documents.
-var errBadReply = errors.New("unexpected script reply")
-
-func badReply(v backend.Value) error { return fmt.Errorf("%w: %#v", errBadReply, v) }
-
-// scriptErr makes a key of the wrong type, or an argument a script refused
-// (invalidReply), the caller's fault: ErrInvalid. Where the script's keys
-// are at hand, keyErr names the key of the wrong type.
-func scriptErr(err error) error {
-	var done *refusedError
-	if errors.As(err, &done) {
-		return err // read already
-	}
-	var re *backend.ReplyError
-	if errors.As(err, &re) && errors.Is(err, backend.ErrWrongType) {
-		return &refusedError{why: "a key of the primitive holds a value latchkit did not write: " + wrongTypeReason(re.Msg), reply: err}
-	}
-	if errors.As(err, &re) {
-		if _, why, ok := strings.Cut(re.Msg, invalidReply+" "); ok {
-			if i := strings.Index(why, " script: "); i >= 0 {
-				why = why[:i] // a server's note of the script's SHA and line
-			}
-			return &refusedError{why: why, reply: err}
-		}
-	}
-	return err
-}
-
-// refusedError is an argument a script refused (see invalid in
-// lua/prelude.lua): it reads as the script's reason, without the reply's
-// marker, and matches latchkit.ErrInvalid and the reply error.
-type refusedError struct {
-	why   string
-	reply error
-}
-
-func (e *refusedError) Error() string   { return latchkit.ErrInvalid.Error() + ": " + e.why }
-func (e *refusedError) Unwrap() []error { return []error{latchkit.ErrInvalid, e.reply} }
-
-// opErr wraps err with the operation and primitive, unless it already is.
-func opErr(op string, kind latchkit.Kind, name string, err error) error {
-	var oe *latchkit.OpError
-	if errors.As(err, &oe) {
-		return err
-	}
-	return &latchkit.OpError{Op: op, Kind: kind, Name: name, Err: err}
+// RenewCall is mutex's one extend call.
+func (m *mutex) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	keys, args := m.extendCall(token, ttl)
+	return m.b, mutexExtend, keys, args, m.cfg.AckReplicas == 0
 }

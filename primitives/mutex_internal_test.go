@@ -3,10 +3,12 @@ package primitives
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -27,18 +29,18 @@ func newMiniBackend(t *testing.T) (*miniredis.Miniredis, backend.Backend) {
 // granted the same grant, not locked out by its own earlier try.
 func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 	m, b := newMiniBackend(t)
-	mu, err := newMutex(latchkit.KindMutex, testClient(t, b), "r", []Option{WithAutoExtend(false), WithTTL(time.Minute)})
+	mu, err := newMutex(latchkit.KindMutex, testClient(t, b).core(), "r", []Option{WithAutoExtend(false), WithTTL(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	tok := newToken()
-	first, err := mu.attempt(ctx, &attempt{token: tok, n: 1})
+	tok := kit.NewToken()
+	first, err := mu.attempt(ctx, &kit.Attempt{Token: tok, N: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.FastForward(30 * time.Second)
-	again, err := mu.attempt(ctx, &attempt{token: tok, n: 2})
+	again, err := mu.attempt(ctx, &kit.Attempt{Token: tok, N: 2})
 	if err != nil {
 		t.Fatalf("retried attempt: %v", err)
 	}
@@ -52,14 +54,14 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 	// TTL; a waiting Lock, which queues, is told to come back within a
 	// third of the waiter timeout, to keep its place.
 	var held *latchkit.HeldError
-	if _, err := mu.attempt(ctx, &attempt{token: newToken(), n: 1, try: true}); !errors.As(err, &held) {
+	if _, err := mu.attempt(ctx, &kit.Attempt{Token: kit.NewToken(), N: 1, Try: true}); !errors.As(err, &held) {
 		t.Errorf("other token: %v", err)
 	} else if held.WaitHint < 59*time.Second {
 		t.Errorf("wait hint %v, want the holder's remaining ttl", held.WaitHint)
 	}
-	if _, err := mu.attempt(ctx, &attempt{token: newToken(), n: 1}); !errors.As(err, &held) {
+	if _, err := mu.attempt(ctx, &kit.Attempt{Token: kit.NewToken(), N: 1}); !errors.As(err, &held) {
 		t.Errorf("other token: %v", err)
-	} else if want := defaultWaiterTimeout / 3; held.WaitHint != want {
+	} else if want := kit.DefaultWaiterTimeout / 3; held.WaitHint != want {
 		t.Errorf("queued wait hint %v, want %v", held.WaitHint, want)
 	}
 }
@@ -68,39 +70,39 @@ func TestMutexRetriedAttemptIsGranted(t *testing.T) {
 // (the marker), while a release by a token that never held it does not.
 func TestMutexRetriedReleaseIsNotLost(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "r", []Option{WithAutoExtend(false)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b).core(), "r", []Option{WithAutoExtend(false)})
 	ctx := context.Background()
-	tok := newToken()
-	if _, err := mu.attempt(ctx, &attempt{token: tok, n: 1, try: true}); err != nil {
+	tok := kit.NewToken()
+	if _, err := mu.attempt(ctx, &kit.Attempt{Token: tok, N: 1, Try: true}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		held, err := mu.release(ctx, tok)
+		held, err := mu.Release(ctx, tok)
 		if err != nil || !held {
 			t.Fatalf("release %d: held=%v err=%v", i, held, err)
 		}
 	}
-	if held, _ := mu.release(ctx, newToken()); held {
+	if held, _ := mu.Release(ctx, kit.NewToken()); held {
 		t.Error("a stranger's release reported success")
 	}
 	// A late retry of our release while tok2 holds reports our (earlier)
 	// release, and leaves tok2's lock alone.
-	tok2 := newToken()
-	if _, err := mu.attempt(ctx, &attempt{token: tok2, n: 1, try: true}); err != nil {
+	tok2 := kit.NewToken()
+	if _, err := mu.attempt(ctx, &kit.Attempt{Token: tok2, N: 1, Try: true}); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := mu.release(ctx, tok); err != nil || !held {
+	if held, err := mu.Release(ctx, tok); err != nil || !held {
 		t.Errorf("late retry: held=%v err=%v", held, err)
 	}
-	if _, held, _ := mu.ttl(ctx, tok2); !held {
+	if _, held, _ := mu.TTL(ctx, tok2); !held {
 		t.Fatal("a late retry of an old release released the next holder")
 	}
 }
 
 // flaky fails every extend, as an unreachable Redis would.
-type flaky struct{ holder }
+type flaky struct{ kit.Holder }
 
-func (f flaky) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+func (f flaky) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	return false, backend.ErrUnavailable
 }
 
@@ -108,9 +110,9 @@ func (f flaky) extend(ctx context.Context, token string, ttl time.Duration) (boo
 // measured from the start of the granting call runs out.
 func TestLeaseEndsBeforeTTLWhenRenewalsFail(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "f", []Option{WithTTL(300 * time.Millisecond)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b).core(), "f", []Option{WithTTL(300 * time.Millisecond)})
 	start := time.Now()
-	l := newLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", newToken(), 1, start, &config{cl: mu.cfg.cl, cls: mu.cfg.cls, ttl: 300 * time.Millisecond, autoExtend: true})
+	l := kit.NewLease(context.Background(), flaky{mu}, latchkit.KindMutex, "f", kit.NewToken(), 1, start, &kit.Config{Cl: mu.cfg.Cl, Cls: mu.cfg.Cls, TTL: 300 * time.Millisecond, AutoExtend: true})
 	select {
 	case <-l.Context().Done():
 		took := time.Since(start)
@@ -130,7 +132,7 @@ func TestLeaseEndsBeforeTTLWhenRenewalsFail(t *testing.T) {
 // reckoning, and Extend pushes that moment back.
 func TestLeaseWithoutAutoExtendEndsAtDeadline(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "d", []Option{WithTTL(100 * time.Millisecond), WithAutoExtend(false)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b).core(), "d", []Option{WithTTL(100 * time.Millisecond), WithAutoExtend(false)})
 	ctx := context.Background()
 	l, err := mu.TryLock(ctx)
 	if err != nil {
@@ -188,17 +190,17 @@ func TestParseKeyBaseInvertsKeyBase(t *testing.T) {
 // unreleasable fails every release, as a Redis unreachable at that moment
 // would, and counts renewals.
 type unreleasable struct {
-	holder
+	kit.Holder
 	extends *atomic.Int32
 }
 
-func (u unreleasable) release(ctx context.Context, token string) (bool, error) {
+func (u unreleasable) Release(ctx context.Context, token string) (bool, error) {
 	return false, backend.ErrUnavailable
 }
 
-func (u unreleasable) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+func (u unreleasable) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	u.extends.Add(1)
-	return u.holder.extend(ctx, token, ttl)
+	return u.Holder.Extend(ctx, token, ttl)
 }
 
 // A Release that fails stops renewals all the same: the lease expires with
@@ -206,13 +208,13 @@ func (u unreleasable) extend(ctx context.Context, token string, ttl time.Duratio
 // behalf of a caller that gave up on it.
 func TestFailedReleaseStopsRenewals(t *testing.T) {
 	_, b := newMiniBackend(t)
-	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b), "u", []Option{WithTTL(150 * time.Millisecond)})
+	mu, _ := newMutex(latchkit.KindMutex, testClient(t, b).core(), "u", []Option{WithTTL(150 * time.Millisecond)})
 	var extends atomic.Int32
 	ctx := context.Background()
-	if _, err := mu.attempt(ctx, &attempt{token: "tok", n: 1, try: true}); err != nil {
+	if _, err := mu.attempt(ctx, &kit.Attempt{Token: "tok", N: 1, Try: true}); err != nil {
 		t.Fatal(err)
 	}
-	l := newLease(ctx, unreleasable{mu, &extends}, latchkit.KindMutex, "u", "tok", 1, time.Now(), &config{cl: mu.cfg.cl, cls: mu.cfg.cls, ttl: 150 * time.Millisecond, autoExtend: true})
+	l := kit.NewLease(ctx, unreleasable{mu, &extends}, latchkit.KindMutex, "u", "tok", 1, time.Now(), &kit.Config{Cl: mu.cfg.Cl, Cls: mu.cfg.Cls, TTL: 150 * time.Millisecond, AutoExtend: true})
 	lctx := l.Context()
 	if err := l.Release(ctx); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("release: %v", err)
@@ -272,7 +274,7 @@ func TestWithdrawRetriedOnUnavailable(t *testing.T) {
 	}
 	// The retries run in the background: the caller is not held past its
 	// deadline.
-	q := keyspace.KeyBase(defaultPrefix, "w") + ":q"
+	q := keyspace.KeyBase(kit.DefaultPrefix, "w") + ":q"
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		members, _ := m.ZMembers(q)
 		if fb.seen.Load() == 4 && len(members) == 0 {

@@ -2,23 +2,14 @@ package primitives
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/internal/nilness"
 	"github.com/latchkit/latchkit/retry"
 )
-
-// defaultTTL is the lease time when WithTTL is not given.
-const defaultTTL = 10 * time.Second
-
-// defaultPrefix is the key namespace when WithPrefix is not given.
-const defaultPrefix = keyspace.DefaultPrefix
 
 // Option configures a lock, a semaphore or an election: it is what
 // NewMutex, NewReentrantMutex, NewFairMutex, NewMultiLock, NewRWLock,
@@ -26,62 +17,41 @@ const defaultPrefix = keyspace.DefaultPrefix
 // RedlockOption and NewLatch LatchOption: an option that does not apply
 // to a family does not compile there, and each With function's result
 // names the families it fits.
-type Option interface{ lockOption(*config) }
+type Option interface{ lockOption(*kit.Config) }
 
 // RedlockOption configures a Redlock (NewRedlock).
-type RedlockOption interface{ redlockOption(*config) }
+type RedlockOption interface{ redlockOption(*kit.Config) }
 
 // LatchOption configures a Latch (NewLatch).
-type LatchOption interface{ latchOption(*config) }
+type LatchOption interface{ latchOption(*kit.Config) }
 
 // The options' types, one per set of families an option fits: the
 // methods say which, so that not even a type assertion turns an option
 // into one of a family it does not fit.
 type (
-	anyOption   func(*config) // every family
-	leaseOption func(*config) // the primitives that grant leases: locks, semaphores, elections, Redlocks
-	lockOption  func(*config) // locks, semaphores and elections
-	keptOption  func(*config) // those, and latches: the kinds that keep a counter for a retention
-	redlockOpt  func(*config) // Redlocks
+	anyOption   func(*kit.Config) // every family
+	leaseOption func(*kit.Config) // the primitives that grant leases: locks, semaphores, elections, Redlocks
+	lockOption  func(*kit.Config) // locks, semaphores and elections
+	keptOption  func(*kit.Config) // those, and latches: the kinds that keep a counter for a retention
+	redlockOpt  func(*kit.Config) // Redlocks
 )
 
-func (o anyOption) lockOption(c *config)      { o(c) }
-func (o anyOption) redlockOption(c *config)   { o(c) }
-func (o anyOption) latchOption(c *config)     { o(c) }
-func (o leaseOption) lockOption(c *config)    { o(c) }
-func (o leaseOption) redlockOption(c *config) { o(c) }
-func (o lockOption) lockOption(c *config)     { o(c) }
-func (o keptOption) lockOption(c *config)     { o(c) }
-func (o keptOption) latchOption(c *config)    { o(c) }
-func (o redlockOpt) redlockOption(c *config)  { o(c) }
-
-type config struct {
-	cl         *Client   // the primitive's (a Redlock's first)
-	cls        []*Client // every Client whose Close releases its leases: {cl}, or a Redlock's
-	ttl        time.Duration
-	autoExtend bool
-	mws        []latchkit.Middleware
-	retry      retry.Policy
-	noRetry    bool // WithRetry(nil): refused
-	prefix     string
-
-	waiterTimeout   time.Duration
-	retention       time.Duration // WithRetention
-	retArg          string        // retention, ms: the last ARGV of every script that raises a fence
-	instanceTimeout time.Duration // Redlock; 0: derived from the ttl
-
-	ackReplicas int           // WithReplicaAck; 0: off
-	ackTimeout  time.Duration // WithReplicaAck
-
-	log *slog.Logger // WithLogger; nil: discard
-}
+func (o anyOption) lockOption(c *kit.Config)      { o(c) }
+func (o anyOption) redlockOption(c *kit.Config)   { o(c) }
+func (o anyOption) latchOption(c *kit.Config)     { o(c) }
+func (o leaseOption) lockOption(c *kit.Config)    { o(c) }
+func (o leaseOption) redlockOption(c *kit.Config) { o(c) }
+func (o lockOption) lockOption(c *kit.Config)     { o(c) }
+func (o keptOption) lockOption(c *kit.Config)     { o(c) }
+func (o keptOption) latchOption(c *kit.Config)    { o(c) }
+func (o redlockOpt) redlockOption(c *kit.Config)  { o(c) }
 
 // MinTTL is the shortest lease time a primitive accepts (WithTTL, and
 // Lease.Extend): 3ms, the first whole millisecond above the drift
 // allowance of a lease (TTL/100 + 2ms), by which a holder counts its lease
 // gone before the server does. A TTL at or below that allowance would make
 // a lease lost as soon as it is granted.
-const MinTTL = 3 * time.Millisecond
+const MinTTL = kit.MinTTL
 
 // WithTTL sets the lease time (default 10s). It must be at least MinTTL
 // (3ms): a shorter one is refused by the constructor with an error
@@ -90,7 +60,7 @@ func WithTTL(d time.Duration) interface {
 	Option
 	RedlockOption
 } {
-	return leaseOption(func(c *config) { c.ttl = d })
+	return leaseOption(func(c *kit.Config) { c.TTL = d })
 }
 
 // WithAutoExtend turns watchdog renewal on or off (default on). A renewing
@@ -101,7 +71,7 @@ func WithAutoExtend(on bool) interface {
 	Option
 	RedlockOption
 } {
-	return leaseOption(func(c *config) { c.autoExtend = on })
+	return leaseOption(func(c *kit.Config) { c.AutoExtend = on })
 }
 
 // WithMiddleware adds middleware around every acquisition, the first
@@ -113,7 +83,7 @@ func WithMiddleware(m ...latchkit.Middleware) interface {
 	RedlockOption
 	LatchOption
 } {
-	return anyOption(func(c *config) { c.mws = append(c.mws, m...) })
+	return anyOption(func(c *kit.Config) { c.Middleware = append(c.Middleware, m...) })
 }
 
 // WithRetry sets how Lock and Acquire pace their attempts
@@ -126,7 +96,7 @@ func WithRetry(p retry.Policy) interface {
 	RedlockOption
 	LatchOption
 } {
-	return anyOption(func(c *config) { c.retry, c.noRetry = p, nilness.Is(p) })
+	return anyOption(func(c *kit.Config) { c.Retry, c.NoRetry = p, nilness.Is(p) })
 }
 
 // WithWaiterTimeout sets how long a waiter keeps its place in a queue
@@ -136,12 +106,8 @@ func WithRetry(p retry.Policy) interface {
 // bounds how long a lock or permit handed over to a waiter waits for that
 // waiter to confirm (at most the TTL). It must be at least 3ms.
 func WithWaiterTimeout(d time.Duration) Option {
-	return lockOption(func(c *config) { c.waiterTimeout = d })
+	return lockOption(func(c *kit.Config) { c.WaiterTimeout = d })
 }
-
-// defaultRetention is how long a primitive's fence counter outlives its
-// last grant when WithRetention is not given.
-const defaultRetention = keyspace.DefaultRetention
 
 // WithRetention sets how long a Semaphore's, FairSemaphore's or RWLock's
 // fence counter (and a stored limit) outlives the name's last grant or
@@ -152,15 +118,20 @@ func WithRetention(d time.Duration) interface {
 	Option
 	LatchOption
 } {
-	return keptOption(func(c *config) { c.retention = d })
+	return keptOption(func(c *kit.Config) { c.Retention = d })
 }
 
 // WithInstanceTimeout bounds each call to one instance of a Redlock; it
 // must be far below the TTL (the default is a twentieth of it, between 5ms
 // and 100ms).
 func WithInstanceTimeout(d time.Duration) RedlockOption {
-	return redlockOpt(func(c *config) { c.instanceTimeout = d })
+	return redlockOpt(func(c *kit.Config) { c.InstanceTimeout = d })
 }
+
+// ErrNotReplicated is latchkit.ErrNotReplicated, kept here where
+// WithReplicaAck is: the error of an attempt whose grant WAIT did not
+// confirm on enough replicas.
+var ErrNotReplicated = latchkit.ErrNotReplicated
 
 // WithReplicaAck makes a grant, and every extension, count only once WAIT
 // confirms that n replicas have it, waiting at most timeout, so that the
@@ -169,7 +140,7 @@ func WithInstanceTimeout(d time.Duration) RedlockOption {
 // 1ms <= timeout < TTL and a backend.ReplicaAcker (all four adapters are),
 // or the constructor returns an error matching latchkit.ErrInvalid.
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return lockOption(func(c *config) { c.ackReplicas, c.ackTimeout = n, timeout })
+	return lockOption(func(c *kit.Config) { c.AckReplicas, c.AckTimeout = n, timeout })
 }
 
 // WithLogger logs what a lease's holder may otherwise not see in time: a
@@ -181,7 +152,7 @@ func WithLogger(l *slog.Logger) interface {
 	Option
 	RedlockOption
 } {
-	return leaseOption(func(c *config) { c.log = l })
+	return leaseOption(func(c *kit.Config) { c.Log = l })
 }
 
 // WithPrefix sets the key namespace (default "latch:"). It must not be
@@ -193,96 +164,35 @@ func WithPrefix(p string) interface {
 	RedlockOption
 	LatchOption
 } {
-	return anyOption(func(c *config) { c.prefix = p })
+	return anyOption(func(c *kit.Config) { c.Prefix = p })
 }
-
-type ownerKey struct{}
 
 // WithOwner returns a context carrying owner, the identity under which a
 // ReentrantMutex is re-entered: a Lock under the same owner while it holds
 // the lock succeeds at once. Use one owner per logical thread of work (a
 // request, a job), never a constant shared by unrelated work.
 func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
-}
-
-// ownerFrom returns the owner set by WithOwner, if any.
-func ownerFrom(ctx context.Context) string {
-	s, _ := ctx.Value(ownerKey{}).(string)
-	return s
+	return context.WithValue(ctx, kit.OwnerKey{}, owner)
 }
 
 // newConfig applies opts and checks the arguments every primitive shares.
-func newConfig(kind latchkit.Kind, cl *Client, name string, opts []Option) (config, error) {
-	c := config{cl: cl, cls: []*Client{cl}, ttl: defaultTTL, autoExtend: true, prefix: defaultPrefix, waiterTimeout: defaultWaiterTimeout, retention: defaultRetention}
-	for _, o := range opts {
-		if o != nil {
-			o.lockOption(&c)
+func newConfig(kind latchkit.Kind, cl *kit.Client, name string, opts []Option) (kit.Config, error) {
+	return kit.NewConfig(kind, cl, name, func(c *kit.Config) {
+		for _, o := range opts {
+			if o != nil {
+				o.lockOption(c)
+			}
 		}
-	}
-	fail := func(format string, a ...any) (config, error) {
-		return c, invalid("new", kind, name, format, a...)
-	}
-	if err := checkClient(cl); err != nil {
-		return c, &latchkit.OpError{Op: "new", Kind: kind, Name: name, Err: err}
-	}
-	b := cl.b
-	switch {
-	case name == "":
-		return fail("empty name")
-	case c.ttl < MinTTL:
-		return fail("%s", shortTTL(c.ttl))
-	case c.instanceTimeout < 0:
-		return fail("instance timeout %v is negative", c.instanceTimeout)
-	case c.waiterTimeout < 3*time.Millisecond:
-		return fail("waiter timeout %v is below 3ms", c.waiterTimeout)
-	case c.retention < time.Millisecond:
-		return fail("retention %v is below 1ms", c.retention)
-	case c.prefix == "":
-		return fail("empty prefix: latchkit's keys would mix with the application's (the default is %q)", defaultPrefix)
-	case strings.ContainsAny(c.prefix, "{}"):
-		return fail("prefix %q contains '{' or '}'", c.prefix)
-	case c.noRetry:
-		return fail("nil retry policy (leave WithRetry out for the default)")
-	case c.ackTimeout != 0 && c.ackReplicas < 1:
-		return fail("replica ack of %d replicas: it must be at least 1", c.ackReplicas)
-	case c.ackReplicas != 0 && c.ackTimeout < time.Millisecond:
-		return fail("replica ack timeout %v is below 1ms", c.ackTimeout)
-	case c.ackReplicas != 0 && c.ackTimeout >= c.ttl:
-		return fail("replica ack timeout %v is not below the ttl %v", c.ackTimeout, c.ttl)
-	}
-	if _, ok := b.(backend.ReplicaAcker); c.ackReplicas != 0 && !ok {
-		return fail("replica ack needs a backend implementing backend.ReplicaAcker (script and WAIT on one connection); %T does not", b)
-	}
-	if c.retry == nil {
-		c.retry = defaultRetry
-	}
-	c.retArg = ms(c.retention)
-	return c, nil
+	})
 }
-
-// shortTTL says why ttl, below MinTTL, is refused.
-func shortTTL(ttl time.Duration) string {
-	return fmt.Sprintf("ttl %v is below the least ttl %v: it must exceed the drift allowance (ttl/100 + 2ms) by which a lease counts itself gone before the server does", ttl, MinTTL)
-}
-
-// use adds m after the user's middleware: innermost, around the wait
-// loop.
-func (c *config) use(m latchkit.Middleware) {
-	c.mws = append(c.mws[:len(c.mws):len(c.mws)], m)
-}
-
-// defaultRetry is the policy when WithRetry is not given. Policies are
-// immutable values, safe to share.
-var defaultRetry = retry.Exponential()
 
 // lockOptions are a Redlock's or a Latch's options as the lock family's,
 // for newConfig.
-func lockOptions[O any](opts []O, apply func(O, *config)) []Option {
+func lockOptions[O any](opts []O, apply func(O, *kit.Config)) []Option {
 	out := make([]Option, 0, len(opts))
 	for _, o := range opts {
 		if !nilness.Is(o) {
-			out = append(out, lockOption(func(c *config) { apply(o, c) }))
+			out = append(out, lockOption(func(c *kit.Config) { apply(o, c) }))
 		}
 	}
 	return out

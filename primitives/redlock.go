@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/kit"
 )
 
 // fenceRaise lifts the fence an instance holds for a grant to the grant's
@@ -21,7 +22,7 @@ var fenceRaise = loadScript("fence_raise")
 type redlock struct {
 	bs      []backend.Backend
 	name    string
-	cfg     config
+	cfg     kit.Config
 	quorum  int
 	timeout time.Duration // per instance and call
 	m       *mutex        // keys, scripts and arguments, the same on every instance
@@ -33,8 +34,12 @@ type redlock struct {
 // lease's Context. WithInstanceTimeout bounds each instance's calls. The
 // Close of any of its clients releases its leases, and its calls then
 // return an error matching latchkit.ErrClosed.
-func NewRedlock(cs []*Client, name string, opts ...RedlockOption) (Mutex, error) {
-	var first *Client
+func NewRedlock(clients []*Client, name string, opts ...RedlockOption) (Mutex, error) {
+	var first *kit.Client
+	cs := make([]*kit.Client, len(clients))
+	for i, c := range clients {
+		cs[i] = c.core()
+	}
 	if len(cs) > 0 {
 		first = cs[0]
 	}
@@ -43,32 +48,32 @@ func NewRedlock(cs []*Client, name string, opts ...RedlockOption) (Mutex, error)
 		return nil, err
 	}
 	if len(cs) == 0 {
-		return nil, invalid("new", latchkit.KindRedlock, name, "no clients")
+		return nil, kit.Invalid("new", latchkit.KindRedlock, name, "no clients")
 	}
 	bs := make([]backend.Backend, len(cs))
 	for i, c := range cs {
-		if err := checkClient(c); err != nil {
+		if err := kit.CheckClient(c); err != nil {
 			return nil, &latchkit.OpError{Op: "new", Kind: latchkit.KindRedlock, Name: name, Err: fmt.Errorf("client %d: %w", i, err)}
 		}
-		bs[i] = c.b
+		bs[i] = kit.BackendOf(c)
 	}
-	m.cfg.cls = slices.Clone(cs)
+	m.cfg.Cls = cs
 	for i, b := range bs {
 		for j, o := range bs[:i] {
 			if cs[j] == cs[i] {
-				return nil, invalid("new", latchkit.KindRedlock, name, "client %d is given twice: the quorum would count it twice", i)
+				return nil, kit.Invalid("new", latchkit.KindRedlock, name, "client %d is given twice: the quorum would count it twice", i)
 			}
 			if t := reflect.TypeOf(b); t.Comparable() && reflect.TypeOf(o) == t && o == b {
-				return nil, invalid("new", latchkit.KindRedlock, name, "client %d is over the backend of client %d: the quorum would count it twice", i, j)
+				return nil, kit.Invalid("new", latchkit.KindRedlock, name, "client %d is over the backend of client %d: the quorum would count it twice", i, j)
 			}
 		}
 	}
-	timeout := m.cfg.instanceTimeout
+	timeout := m.cfg.InstanceTimeout
 	if timeout == 0 {
-		timeout = min(max(m.cfg.ttl/20, 5*time.Millisecond), 100*time.Millisecond)
+		timeout = min(max(m.cfg.TTL/20, 5*time.Millisecond), 100*time.Millisecond)
 	}
-	if timeout >= m.cfg.ttl {
-		return nil, invalid("new", latchkit.KindRedlock, name, "instance timeout %v is not below the ttl %v", timeout, m.cfg.ttl)
+	if timeout >= m.cfg.TTL {
+		return nil, kit.Invalid("new", latchkit.KindRedlock, name, "instance timeout %v is not below the ttl %v", timeout, m.cfg.TTL)
 	}
 	return &redlock{bs: slices.Clone(bs), name: name, cfg: m.cfg, quorum: len(bs)/2 + 1, timeout: timeout, m: m}, nil
 }
@@ -78,8 +83,8 @@ func (r *redlock) Lock(ctx context.Context) (latchkit.Lease, error) { return r.a
 func (r *redlock) TryLock(ctx context.Context) (latchkit.Lease, error) { return r.acquire(ctx, true) }
 
 func (r *redlock) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	return r.cfg.acquire(ctx, r.bs[0], acquisition{op: "lock", kind: latchkit.KindRedlock, name: r.name,
-		chans: r.m.chans, try: try, attempt: r.attempt, giveBack: r.giveBack})
+	return r.cfg.Acquire(ctx, r.bs[0], kit.Acquisition{Op: "lock", Kind: latchkit.KindRedlock, Name: r.name,
+		Chans: r.m.chans, Try: try, Attempt: r.attempt, GiveBack: r.giveBack})
 }
 
 // each runs f on every instance in parallel, each call bounded by the
@@ -126,7 +131,7 @@ func eachWithin[T any](ctx context.Context, r *redlock, timeout time.Duration, f
 // they are the caller's to report, and a caller whose context is live
 // must not take an instance's timeout for its own deadline.
 func instanceErr(ctx context.Context, err error) error {
-	if err == nil || ctxDone(ctx) != nil {
+	if err == nil || kit.CtxDone(ctx) != nil {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -204,16 +209,16 @@ type vote struct {
 	holder  string // the holder's annotation, when not granted
 }
 
-func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, error) {
-	token := at.token
+func (r *redlock) attempt(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
+	token := at.Token
 	start := time.Now()
 	least := strconv.FormatInt(start.Add(fenceLead).UnixMicro(), 10)
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
-		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.annotation, least, r.cfg.retArg})
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.Annotation, least, r.cfg.RetArg})
 		if err != nil {
-			return vote{}, keyErr(ctx, b, r.m.keys, err)
+			return vote{}, kit.KeyErr(ctx, b, r.m.keys, err)
 		}
-		ok, n, holder, err := pair(v)
+		ok, n, holder, err := kit.Pair(v)
 		return vote{ok, n, holder}, err
 	})
 	var granted []int
@@ -243,7 +248,7 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 			// Someone holds it somewhere: wait for a release. Instances
 			// that did not answer leave the outcome unknown there: the
 			// acquisition gives back when it ends.
-			held := error(heldErr(hint, holder))
+			held := error(kit.HeldErr(hint, holder))
 			if err := errors.Join(errs...); err != nil {
 				held = errors.Join(held, err)
 			}
@@ -289,12 +294,12 @@ func (r *redlock) attempt(ctx context.Context, at *attempt) (latchkit.Lease, err
 			return fail(fmt.Errorf("fence %d reached %d instances, quorum %d: %w (%w)", fence, raised, r.quorum, latchkit.ErrNotAcquired, errors.Join(failed...)))
 		}
 	}
-	if validity := r.cfg.ttl - time.Since(start) - drift(r.cfg.ttl); validity <= 0 {
+	if validity := r.cfg.TTL - time.Since(start) - kit.Drift(r.cfg.TTL); validity <= 0 {
 		// Too slow to be of use, not refused: a waiting Lock tries again.
-		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w (%w)", time.Since(start), r.cfg.ttl, latchkit.ErrNotAcquired,
+		return fail(fmt.Errorf("the quorum took %v of a %v ttl: %w (%w)", time.Since(start), r.cfg.TTL, latchkit.ErrNotAcquired,
 			&backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("instances too slow for the ttl")}))
 	}
-	return newLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, start, &r.cfg), nil
+	return kit.NewLease(ctx, r, latchkit.KindRedlock, r.name, token, fence, start, &r.cfg), nil
 }
 
 var errSkip = errors.New("skipped")
@@ -341,7 +346,7 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
-		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "", r.cfg.retArg})
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "", r.cfg.RetArg})
 		return struct{}{}, err
 	})
 }
@@ -351,7 +356,7 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 // that did not answer in time is refused.
 func (r *redlock) giveBack(ctx context.Context, token string) error {
 	_, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
-		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "1", r.cfg.retArg})
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "1", r.cfg.RetArg})
 		return struct{}{}, err
 	})
 	return errors.Join(errs...)
@@ -382,26 +387,26 @@ func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
 		yes, len(r.bs), no, len(r.bs)-yes-no, r.quorum, errors.Join(errs...))
 }
 
-func (r *redlock) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+func (r *redlock) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
 	// The instances not yet heard from when the quorum is decided still get
 	// the extension, past the caller's context (see decide): a call
 	// dropped there would let the slowest instance's key run out, renewal
 	// after renewal, and leave the lease on a bare quorum.
 	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (bool, error) {
 		keys, args := r.m.extendCall(token, ttl)
-		return flag(b.Eval(ctx, mutexExtend, keys, args))
+		return kit.Flag(b.Eval(ctx, mutexExtend, keys, args))
 	})
 	return r.quorumOf(held, errs)
 }
 
-func (r *redlock) release(ctx context.Context, token string) (bool, error) {
+func (r *redlock) Release(ctx context.Context, token string) (bool, error) {
 	// The first instance's arguments, and the others' (no channel).
-	both := [2][]string{{token, r.channelOf(0), r.m.handArg, r.cfg.retArg}, {token, r.channelOf(1), r.m.handArg, r.cfg.retArg}}
+	both := [2][]string{{token, r.channelOf(0), r.m.handArg, r.cfg.RetArg}, {token, r.channelOf(1), r.m.handArg, r.cfg.RetArg}}
 	args := func(i int) []string { return both[min(i, 1)] }
 	// The instances not yet heard from when the quorum is decided still get
 	// the release, past the caller's context (see decide).
 	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (bool, error) {
-		return flag(b.Eval(ctx, mutexRelease, r.m.keys, args(i)))
+		return kit.Flag(b.Eval(ctx, mutexRelease, r.m.keys, args(i)))
 	})
 	// An instance that could not be reached may still hold the lock: it
 	// is released there in the background while it cannot be reached (for
@@ -410,25 +415,25 @@ func (r *redlock) release(ctx context.Context, token string) (bool, error) {
 	for i, err := range errs {
 		if errors.Is(err, backend.ErrUnavailable) && err != errUndecided {
 			b, args := r.bs[i], args(i)
-			r.cfg.cl.spawn(func(bg context.Context) {
-				retryGiveBack(bg, token, func(ctx context.Context, _ string) error {
+			r.cfg.Cl.Spawn(func(bg context.Context) {
+				kit.RetryGiveBack(bg, token, func(ctx context.Context, _ string) error {
 					_, err := b.Eval(ctx, mutexRelease, r.m.keys, args)
 					return err
-				}, r.cfg.window())
+				}, r.cfg.Window())
 			})
 		}
 	}
 	return r.quorumOf(held, errs)
 }
 
-// ttl is the time a quorum still holds it for: the quorum-th longest.
-func (r *redlock) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
+// TTL is the time a quorum still holds it for: the quorum-th longest.
+func (r *redlock) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
 	type left struct {
 		d    time.Duration
 		held bool
 	}
 	ls, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, _ int, b backend.Backend) (left, error) {
-		d, held, err := remaining(b.Eval(ctx, mutexTTL, r.m.keys[:1], []string{token}))
+		d, held, err := kit.Remaining(b.Eval(ctx, mutexTTL, r.m.keys[:1], []string{token}))
 		return left{d, held}, err
 	})
 	var ds []time.Duration
@@ -447,4 +452,10 @@ func (r *redlock) ttl(ctx context.Context, token string) (time.Duration, bool, e
 	}
 	_, err := r.quorumOf(held, errs)
 	return 0, false, err
+}
+
+// RenewCall: a Redlock renewal needs a quorum of several backends, which
+// is extend's job.
+func (r *redlock) RenewCall(string, time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return nil, nil, nil, nil, false
 }

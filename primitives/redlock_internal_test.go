@@ -3,10 +3,12 @@ package primitives
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -27,8 +29,8 @@ func TestRedlockReleaseWithSilentHolderIsNotLost(t *testing.T) {
 	for i := range 5 {
 		m, b := newMiniBackend(t)
 		if i >= 3 {
-			m.Set(keyspace.KeyBase(defaultPrefix, "r"), "someone else")
-			m.SetTTL(keyspace.KeyBase(defaultPrefix, "r"), time.Minute) // as latchkit writes a lock: one without expiry is refused
+			m.Set(keyspace.KeyBase(kit.DefaultPrefix, "r"), "someone else")
+			m.SetTTL(keyspace.KeyBase(kit.DefaultPrefix, "r"), time.Minute) // as latchkit writes a lock: one without expiry is refused
 		}
 		if i == 2 {
 			hung = newHangs(b)
@@ -93,7 +95,7 @@ func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
 		if i == 0 {
 			// A fence kept an hour ahead of the clock, beside the
 			// finished tokens.
-			if _, err := m.ZAdd(keyspace.KeyBase(defaultPrefix, "f")+":gone", float64(time.Now().Add(time.Hour).UnixMicro()), "#"); err != nil {
+			if _, err := m.ZAdd(keyspace.KeyBase(kit.DefaultPrefix, "f")+":gone", float64(time.Now().Add(time.Hour).UnixMicro()), "#"); err != nil {
 				t.Fatal(err)
 			}
 		} else {
@@ -295,7 +297,7 @@ func TestRedlockPublishesOnlyOnTheFirstInstance(t *testing.T) {
 			}
 		},
 	} {
-		tok := newToken()
+		tok := kit.NewToken()
 		for _, m := range minis {
 			m.Set(rl.m.keys[0], tok)
 		}

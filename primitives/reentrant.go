@@ -16,11 +16,11 @@ import (
 // the returned value: share it between the code paths that re-enter. A
 // Lock without an owner fails with an error matching latchkit.ErrInvalid.
 func NewReentrantMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
-	m, err := newMutex(latchkit.KindReentrantMutex, cl, name, opts)
+	m, err := newMutex(latchkit.KindReentrantMutex, cl.core(), name, opts)
 	if err != nil {
 		return nil, err
 	}
-	m.cfg.use(reentrantMiddleware())
+	m.cfg.Use(reentrantMiddleware())
 	return &reentrantMutex{m}, nil
 }
 

@@ -3,9 +3,11 @@ package primitives
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/redis/go-redis/v9"
 
@@ -82,7 +84,7 @@ var retryKinds = []retryKind{
 	{"Redlock(1)", func(c *Client, name string, opts ...Option) (_, _ func(context.Context) (latchkit.Lease, error), _ error) {
 		// The default per-instance timeout (a twentieth of the TTL, 5 ms
 		// at the expiry test's 100 ms) is too short for a busy machine.
-		m, err := NewRedlock([]*Client{c}, name, append(redlockOptions(opts), redlockOpt(func(c *config) { c.instanceTimeout = c.ttl / 2 }))...)
+		m, err := NewRedlock([]*Client{c}, name, append(redlockOptions(opts), redlockOpt(func(c *kit.Config) { c.InstanceTimeout = c.TTL / 2 }))...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -288,7 +290,7 @@ func TestReleaseAfterExpiryIsLost(t *testing.T) {
 					t.Fatal(err)
 				}
 				s.loseRelease(t, ctx, a)
-				srv.pass(markerTTL + time.Second)
+				srv.pass(kit.MarkerTTL + time.Second)
 				if err := a.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
 					t.Errorf("release retried after the window: %v, want ErrLeaseLost (the window is documented)", err)
 				}

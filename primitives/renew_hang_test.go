@@ -3,12 +3,14 @@ package primitives
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/adapterkit"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/adapterkit"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
@@ -195,7 +197,7 @@ func TestRenewExtendOnlyToldAtOnce(t *testing.T) {
 	wy := watchLease(ly, time.Now(), ttlY)
 	hx.stop("")
 	time.Sleep(100 * time.Millisecond)
-	my.Del(keyspace.KeyBase(defaultPrefix, "y"))
+	my.Del(keyspace.KeyBase(kit.DefaultPrefix, "y"))
 	deleted := time.Now()
 	for deadline := time.Now().Add(2 * ttlY); wy.end().IsZero() && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
@@ -337,10 +339,7 @@ func TestRenewClusterHealthyLeaseNotHeldByHungNode(t *testing.T) {
 	hb.stop("A:")
 	// Both are due at ttl/3 (1 s), less the renewer's slack (ttl/12).
 	time.Sleep(time.Until(granted.Add(1500 * time.Millisecond)))
-	lease := ll.(*lease)
-	lease.mu.Lock()
-	deadline := lease.deadline
-	lease.mu.Unlock()
+	deadline := ll.(*kit.Lease).Deadline()
 	if left := deadline.Sub(granted); left < ttl+500*time.Millisecond {
 		t.Errorf("1.5 s after its grant the healthy lease's deadline is %v after the grant: not renewed at its due time (1 s) beside the hung node", left.Round(time.Millisecond))
 	}

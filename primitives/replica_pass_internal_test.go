@@ -2,12 +2,13 @@ package primitives
 
 import (
 	"context"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/redis/go-redis/v9"
 

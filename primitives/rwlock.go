@@ -2,8 +2,10 @@ package primitives
 
 import (
 	"context"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
@@ -20,13 +22,6 @@ type RWLock interface {
 	// TryLock makes one attempt at the write lease.
 	TryLock(ctx context.Context) (latchkit.Lease, error)
 }
-
-// defaultWaiterTimeout is how long a waiter's place (a writer's intent on
-// an RWLock, a ticket in a FairSemaphore) outlives its last attempt when
-// WithWaiterTimeout is not given. A waiting Lock re-attempts at a third of
-// it, so a live waiter never loses its place; an abandoned one (its process
-// gone) stops blocking others after it.
-const defaultWaiterTimeout = 3 * time.Second
 
 // The RWLock scripts (lua/rw_*.lua; keys in rw_read.lua). A reader's
 // extend and TTL are the Semaphore's, given the readers and fences as
@@ -46,14 +41,14 @@ var (
 type rwlock struct {
 	b       backend.Backend
 	name    string
-	cfg     config
+	cfg     kit.Config
 	keys    []string
 	channel string
 	chans   []string // {channel}
 	ttlArg  string
 	intent  string
 
-	readFn, writeFn, tryWriteFn func(context.Context, *attempt) (latchkit.Lease, error)
+	readFn, writeFn, tryWriteFn func(context.Context, *kit.Attempt) (latchkit.Lease, error)
 	readBackFn, writeBackFn     func(context.Context, string) error
 }
 
@@ -66,23 +61,23 @@ type rwlock struct {
 // timeout (WithWaiterTimeout), so an abandoned writer does not block readers
 // for longer. Read and write grants take fences from one counter.
 func NewRWLock(cl *Client, name string, opts ...Option) (RWLock, error) {
-	b := backendOf(cl)
-	cfg, err := newConfig(latchkit.KindReadLock, cl, name, opts)
+	b := kit.BackendOf(cl.core())
+	cfg, err := newConfig(latchkit.KindReadLock, cl.core(), name, opts)
 	if err != nil {
 		return nil, err
 	}
-	channel := keyspace.RWLayout.Channel(cfg.prefix, name)
+	channel := keyspace.RWLayout.Channel(cfg.Prefix, name)
 	rw := &rwlock{
 		b: b, name: name, cfg: cfg,
-		keys:    keyspace.RWLayout.KeysOf(cfg.prefix, name),
+		keys:    keyspace.RWLayout.KeysOf(cfg.Prefix, name),
 		channel: channel,
 		chans:   []string{channel},
-		ttlArg:  ms(cfg.ttl),
-		intent:  ms(cfg.waiterTimeout),
+		ttlArg:  kit.Ms(cfg.TTL),
+		intent:  kit.Ms(cfg.WaiterTimeout),
 	}
-	rw.readFn = scriptAttempt(b, rwRead, rw.keys, []string{rw.ttlArg}, rwReader{rw}, latchkit.KindReadLock, name, &rw.cfg)
-	rw.writeFn = scriptAttempt(b, rwWrite, rw.keys, []string{rw.ttlArg, rw.intent}, rwWriter{rw}, latchkit.KindWriteLock, name, &rw.cfg)
-	rw.tryWriteFn = scriptAttempt(b, rwWrite, rw.keys, []string{rw.ttlArg, "0"}, rwWriter{rw}, latchkit.KindWriteLock, name, &rw.cfg)
+	rw.readFn = kit.ScriptAttempt(b, rwRead, rw.keys, []string{rw.ttlArg}, rwReader{rw}, latchkit.KindReadLock, name, &rw.cfg)
+	rw.writeFn = kit.ScriptAttempt(b, rwWrite, rw.keys, []string{rw.ttlArg, rw.intent}, rwWriter{rw}, latchkit.KindWriteLock, name, &rw.cfg)
+	rw.tryWriteFn = kit.ScriptAttempt(b, rwWrite, rw.keys, []string{rw.ttlArg, "0"}, rwWriter{rw}, latchkit.KindWriteLock, name, &rw.cfg)
 	// The give-backs of an acquisition that ended without a grant: a read
 	// lease the token may hold; a writer's intent, and the write lock it may
 	// hold.
@@ -114,57 +109,69 @@ func (rw *rwlock) TryLock(ctx context.Context) (latchkit.Lease, error) {
 }
 
 func (rw *rwlock) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latchkit.Lease, error) {
-	a := acquisition{op: "lock", kind: kind, name: rw.name, chans: rw.chans, try: try,
-		attempt: rw.readFn, giveBack: rw.readBackFn}
+	a := kit.Acquisition{Op: "lock", Kind: kind, Name: rw.name, Chans: rw.chans, Try: try,
+		Attempt: rw.readFn, GiveBack: rw.readBackFn}
 	if kind == latchkit.KindWriteLock {
-		a.attempt, a.giveBack, a.queues = rw.writeFn, rw.writeBackFn, true
+		a.Attempt, a.GiveBack, a.Queues = rw.writeFn, rw.writeBackFn, true
 		if try {
-			a.attempt = rw.tryWriteFn // a TryLock does not queue
+			a.Attempt = rw.tryWriteFn // a TryLock does not queue
 		}
 	}
-	return rw.cfg.acquire(ctx, rw.b, a)
+	return rw.cfg.Acquire(ctx, rw.b, a)
 }
 
 type rwReader struct{ *rwlock }
 
-func (r rwReader) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, r, &r.cfg, token, ttl)
+func (r rwReader) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return kit.ExtendBy(ctx, r, &r.cfg, token, ttl)
 }
 
-func (r rwReader) release(ctx context.Context, token string) (bool, error) {
-	return flag(r.b.Eval(ctx, rwReadRelease, r.keys, []string{token, r.channel}))
+func (r rwReader) Release(ctx context.Context, token string) (bool, error) {
+	return kit.Flag(r.b.Eval(ctx, rwReadRelease, r.keys, []string{token, r.channel}))
 }
 
-// pass frees the read lease token was just granted, without ending the
-// acquisition (see passer): rw_read_release with "0" as its give-back
+// Pass frees the read lease token was just granted, without ending the
+// acquisition (see kit.Passer): rw_read_release with "0" as its give-back
 // flag, which does not remember the token.
-func (r rwReader) pass(ctx context.Context, token string) (bool, error) {
+func (r rwReader) Pass(ctx context.Context, token string) (bool, error) {
 	_, err := r.b.Eval(ctx, rwReadRelease, r.keys, []string{token, r.channel, "0"})
 	return true, err
 }
 
-func (r rwReader) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(r.b.Eval(ctx, rwReadTTL, r.keys[:1], []string{token}))
+func (r rwReader) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
+	return kit.Remaining(r.b.Eval(ctx, rwReadTTL, r.keys[:1], []string{token}))
 }
 
 type rwWriter struct{ *rwlock }
 
-func (w rwWriter) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, w, &w.cfg, token, ttl)
+func (w rwWriter) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return kit.ExtendBy(ctx, w, &w.cfg, token, ttl)
 }
 
-func (w rwWriter) release(ctx context.Context, token string) (bool, error) {
-	return flag(w.b.Eval(ctx, rwWriteRelease, w.keys, []string{token, w.channel}))
+func (w rwWriter) Release(ctx context.Context, token string) (bool, error) {
+	return kit.Flag(w.b.Eval(ctx, rwWriteRelease, w.keys, []string{token, w.channel}))
 }
 
-// pass frees the write lock token was just granted, without ending the
-// acquisition (see passer): rw_write_release with "0" as its pass flag,
+// Pass frees the write lock token was just granted, without ending the
+// acquisition (see kit.Passer): rw_write_release with "0" as its pass flag,
 // which does not remember the token.
-func (w rwWriter) pass(ctx context.Context, token string) (bool, error) {
+func (w rwWriter) Pass(ctx context.Context, token string) (bool, error) {
 	_, err := w.b.Eval(ctx, rwWriteRelease, w.keys, []string{token, w.channel, "0"})
 	return true, err
 }
 
-func (w rwWriter) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(w.b.Eval(ctx, rwWriteTTL, w.keys[1:2], []string{token}))
+func (w rwWriter) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
+	return kit.Remaining(w.b.Eval(ctx, rwWriteTTL, w.keys[1:2], []string{token}))
+}
+
+// RenewCall is rwReader's one extend call: readers and their fences as
+// KEYS; annotations as a companion.
+func (r rwReader) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return r.b, rwReadExtend, []string{r.keys[0], r.keys[4]}, kit.ExtendArgs(token, ttl, r.keys[6], ""), r.cfg.AckReplicas == 0
+}
+
+// RenewCall is rwWriter's one extend call: the writer as KEYS;
+// annotations and fences as companions.
+func (w rwWriter) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return w.b, rwWriteExtend, w.keys[1:2], kit.ExtendArgs(token, ttl, w.keys[6], w.keys[4]), w.cfg.AckReplicas == 0
 }

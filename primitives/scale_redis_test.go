@@ -3,12 +3,13 @@ package primitives_test
 import (
 	"context"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/redis/go-redis/v9"
 

@@ -3,9 +3,10 @@ package primitives_test
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/redis/go-redis/v9"
 

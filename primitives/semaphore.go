@@ -2,13 +2,14 @@ package primitives
 
 import (
 	"context"
-	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strconv"
 	"time"
 
-	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
+
+	"github.com/latchkit/latchkit"
 )
 
 // Semaphore is a number of permits (its limit), of which at most the limit
@@ -46,10 +47,10 @@ var (
 )
 
 type semaphore struct {
-	site
+	kit.Site
 	args []string // ttl, limit, permits ("1"), "0" (no waiter mark: see sem_acquire.lua)
 
-	attemptFn  func(context.Context, *attempt) (latchkit.Lease, error)
+	attemptFn  func(context.Context, *kit.Attempt) (latchkit.Lease, error)
 	giveBackFn func(context.Context, string) error
 }
 
@@ -60,26 +61,30 @@ type semaphore struct {
 // many permits (AcquireN) can be overtaken by smaller ones; see
 // NewFairSemaphore.
 func NewSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
-	s, err := newSemaphore(latchkit.KindSemaphore, cl, name, limit, opts)
+	s, err := newSemaphore(latchkit.KindSemaphore, cl.core(), name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func newSemaphore(kind latchkit.Kind, cl *Client, name string, limit int, opts []Option) (*semaphore, error) {
-	b := backendOf(cl)
-	st, err := newSite(keyspace.SemLayout, kind, cl, name, limit, opts)
+func newSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int, opts []Option) (*semaphore, error) {
+	b := kit.BackendOf(cl)
+	cfg, err := newConfig(kind, cl, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &semaphore{site: st, args: []string{ms(st.cfg.ttl), strconv.Itoa(limit), "1", "0"}}
-	s.attemptFn = scriptAttempt(b, semAcquire, s.keys, s.args, s, kind, name, &s.cfg)
+	st, err := kit.NewSite(keyspace.SemLayout, kind, cfg, name, limit)
+	if err != nil {
+		return nil, err
+	}
+	s := &semaphore{Site: st, args: []string{kit.Ms(st.Cfg.TTL), strconv.Itoa(limit), "1", "0"}}
+	s.attemptFn = kit.ScriptAttempt(b, semAcquire, s.Keys, s.args, s, kind, name, &s.Cfg)
 	// The give-back of an acquisition that ended without a grant: a
 	// permit the token may hold (nothing else is left behind), and the
 	// token remembered, so that a late copy of its attempt is refused.
 	s.giveBackFn = func(ctx context.Context, token string) error {
-		_, err := s.b.Eval(ctx, semRelease, s.keys, []string{token, s.channel, "1"})
+		_, err := s.B.Eval(ctx, semRelease, s.Keys, []string{token, s.Channel, "1"})
 		return err
 	}
 	return s, nil
@@ -102,85 +107,58 @@ func (s *semaphore) TryAcquireN(ctx context.Context, n int) (latchkit.Lease, err
 }
 
 func (s *semaphore) acquire(ctx context.Context, n int, try bool) (latchkit.Lease, error) {
-	if err := s.checkPermits(n); err != nil {
+	if err := s.CheckPermits(n); err != nil {
 		return nil, err
 	}
 	attempt := s.attemptFn
 	if n > 1 {
-		mark := ms(s.cfg.waiterTimeout) // a waiter for several permits makes releases wake every waiter
+		mark := kit.Ms(s.Cfg.WaiterTimeout) // a waiter for several permits makes releases wake every waiter
 		if try {
 			mark = "0"
 		}
-		attempt = scriptAttempt(s.b, semAcquire, s.keys, []string{s.args[0], s.args[1], strconv.Itoa(n), mark}, s, s.kind, s.name, &s.cfg)
+		attempt = kit.ScriptAttempt(s.B, semAcquire, s.Keys, []string{s.args[0], s.args[1], strconv.Itoa(n), mark}, s, s.Kind, s.Name, &s.Cfg)
 	}
-	return s.cfg.acquire(ctx, s.b, acquisition{op: "acquire", kind: s.kind, name: s.name, chans: s.chans, try: try,
-		attempt: attempt, giveBack: s.giveBackFn})
+	return s.Cfg.Acquire(ctx, s.B, kit.Acquisition{Op: "acquire", Kind: s.Kind, Name: s.Name, Chans: s.Chans, Try: try,
+		Attempt: attempt, GiveBack: s.giveBackFn})
 }
 
 func (s *semaphore) SetLimit(ctx context.Context, limit int) error {
-	if err := s.checkLimit(limit); err != nil {
+	if err := s.CheckLimit(limit); err != nil {
 		return err
 	}
-	if err := s.cfg.begin(); err != nil {
-		return opErr("set_limit", s.kind, s.name, err)
+	if err := s.Cfg.Begin(); err != nil {
+		return kit.OpErr("set_limit", s.Kind, s.Name, err)
 	}
-	defer s.cfg.end()
-	_, err := s.b.Eval(ctx, semLimit, s.keys[6:7], []string{strconv.Itoa(limit), s.cfg.retArg, s.channel})
+	defer s.Cfg.End()
+	_, err := s.B.Eval(ctx, semLimit, s.Keys[6:7], []string{strconv.Itoa(limit), s.Cfg.RetArg, s.Channel})
 	if err != nil {
-		return opErr("set_limit", s.kind, s.name, keyErr(ctx, s.b, s.keys[6:7], err))
+		return kit.OpErr("set_limit", s.Kind, s.Name, kit.KeyErr(ctx, s.B, s.Keys[6:7], err))
 	}
 	return nil
 }
 
-func (s *semaphore) extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return extendBy(ctx, s, &s.cfg, token, ttl)
+func (s *semaphore) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
+	return kit.ExtendBy(ctx, s, &s.Cfg, token, ttl)
 }
 
-func (s *semaphore) release(ctx context.Context, token string) (bool, error) {
-	return flag(s.b.Eval(ctx, semRelease, s.keys, []string{token, s.channel}))
+func (s *semaphore) Release(ctx context.Context, token string) (bool, error) {
+	return kit.Flag(s.B.Eval(ctx, semRelease, s.Keys, []string{token, s.Channel}))
 }
 
-// pass frees the permits token was just granted, without ending the
-// acquisition (see passer): sem_release with "0" as its give-back flag,
+// Pass frees the permits token was just granted, without ending the
+// acquisition (see kit.Passer): sem_release with "0" as its give-back flag,
 // which does not remember the token.
-func (s *semaphore) pass(ctx context.Context, token string) (bool, error) {
-	_, err := s.b.Eval(ctx, semRelease, s.keys, []string{token, s.channel, "0"})
+func (s *semaphore) Pass(ctx context.Context, token string) (bool, error) {
+	_, err := s.B.Eval(ctx, semRelease, s.Keys, []string{token, s.Channel, "0"})
 	return true, err
 }
 
-func (s *semaphore) ttl(ctx context.Context, token string) (time.Duration, bool, error) {
-	return remaining(s.b.Eval(ctx, semTTL, s.keys[:1], []string{token}))
+func (s *semaphore) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
+	return kit.Remaining(s.B.Eval(ctx, semTTL, s.Keys[:1], []string{token}))
 }
 
-// flag decodes a 1/0 script reply.
-func flag(v backend.Value, err error) (bool, error) {
-	if err != nil {
-		return false, scriptErr(err)
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return false, badReply(v)
-	}
-	return n == 1, nil
-}
-
-// remaining decodes a TTL script reply: ms left, or -3 when not held.
-func remaining(v backend.Value, err error) (time.Duration, bool, error) {
-	if err != nil {
-		return 0, false, scriptErr(err)
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return 0, false, badReply(v)
-	}
-	if n == -3 {
-		return 0, false, nil
-	}
-	return max(time.Duration(n)*time.Millisecond, 0), true, nil
-}
-
-// invalid is the ErrInvalid error of a bad argument.
-func invalid(op string, kind latchkit.Kind, name, format string, a ...any) error {
-	return &latchkit.OpError{Op: op, Kind: kind, Name: name,
-		Err: fmt.Errorf("%w: "+format, append([]any{latchkit.ErrInvalid}, a...)...)}
+// RenewCall is semaphore's one extend call: holders and their fences as
+// KEYS; annotations and weights as companions.
+func (s *semaphore) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
+	return s.B, semExtend, []string{s.Keys[0], s.Keys[2]}, kit.ExtendArgs(token, ttl, s.Keys[4], s.Keys[5]), s.Cfg.AckReplicas == 0
 }

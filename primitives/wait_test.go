@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -37,16 +38,16 @@ var errUnreachable = &backend.Error{Class: backend.ErrUnavailable, Cause: errors
 
 func held(hint time.Duration) error { return &latchkit.HeldError{WaitHint: hint, Holder: "h"} }
 
-func (s *script) acquisition(try, queues bool) acquisition {
-	return acquisition{op: "lock", kind: latchkit.KindMutex, name: "m", try: try, queues: queues,
-		attempt: func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+func (s *script) acquisition(try, queues bool) kit.Acquisition {
+	return kit.Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m", Try: try, Queues: queues,
+		Attempt: func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.tokens == nil {
 				s.tokens = map[string]bool{}
 			}
-			s.tokens[at.token] = true
-			s.nums = append(s.nums, at.n)
+			s.tokens[at.Token] = true
+			s.nums = append(s.nums, at.N)
 			s.attempts++
 			i := min(s.attempts, len(s.outcomes)) - 1
 			if err := s.outcomes[i]; err != nil {
@@ -54,7 +55,7 @@ func (s *script) acquisition(try, queues bool) acquisition {
 			}
 			return okLease{}, nil
 		},
-		giveBack: func(ctx context.Context, token string) error {
+		GiveBack: func(ctx context.Context, token string) error {
 			n := s.gave.Add(1)
 			if s.giveWait > 0 && n == 1 {
 				select {
@@ -78,19 +79,19 @@ func (s *script) count() int {
 
 // loopConfig is the config of a primitive whose attempts are scripted
 // (its Client's backend is never called).
-func loopConfig(p retry.Policy) *config {
+func loopConfig(p retry.Policy) *kit.Config {
 	cl, err := NewClient(struct{ backend.Backend }{})
 	if err != nil {
 		panic(err)
 	}
-	return &config{cl: cl, cls: []*Client{cl}, ttl: time.Second, retry: p, waiterTimeout: defaultWaiterTimeout}
+	return &kit.Config{Cl: cl.core(), Cls: []*kit.Client{cl.core()}, TTL: time.Second, Retry: p, WaiterTimeout: kit.DefaultWaiterTimeout}
 }
 
-func run(ctx context.Context, c *config, a acquisition) (latchkit.Lease, *latchkit.Request, error) {
-	req := &latchkit.Request{Name: a.name, Kind: a.kind, Try: a.try}
+func run(ctx context.Context, c *kit.Config, a kit.Acquisition) (latchkit.Lease, *latchkit.Request, error) {
+	req := &latchkit.Request{Name: a.Name, Kind: a.Kind, Try: a.Try}
 	var seen []int
 	req.OnAttempt = func(n int, err error) { seen = append(seen, n) }
-	l, err := c.wait(ctx, req, &a)
+	l, err := c.Wait(ctx, req, &a)
 	for i, n := range seen {
 		if n != i+1 {
 			panic(fmt.Sprintf("OnAttempt saw attempt %d as number %d", i+1, n))
@@ -158,7 +159,7 @@ func TestWaitOtherErrorsStop(t *testing.T) {
 	for name, outcomes := range map[string][]error{
 		"first":             {wrong},
 		"later":             {held(0), held(0), wrong},
-		"bad reply":         {held(0), badReply("x")},
+		"bad reply":         {held(0), kit.BadReply("x")},
 		"closed client":     {&backend.Error{Class: backend.ErrClosed, Cause: errors.New("closed")}},
 		"lease lost on try": {fmt.Errorf("wrapped: %w", latchkit.ErrLeaseLost)},
 	} {
@@ -214,8 +215,8 @@ func TestWaitDeadlineMidAttemptSaysWhy(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 			defer cancel()
 			n := 0
-			a := acquisition{op: "lock", kind: latchkit.KindMutex, name: "m",
-				attempt: func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+			a := kit.Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m",
+				Attempt: func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
 					if n++; n == 1 {
 						return nil, refusal
 					}
@@ -311,8 +312,8 @@ func TestWaitGiveBackBounded(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err := run(ctx, loopConfig(retry.Constant(time.Hour)), s.acquisition(false, true))
-	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el > 20*time.Millisecond+giveBackTimeout+time.Second {
-		t.Fatalf("%v after %v: a hung give-back held the caller past deadline + %v", err, el, giveBackTimeout)
+	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el > 20*time.Millisecond+kit.GiveBackTimeout+time.Second {
+		t.Fatalf("%v after %v: a hung give-back held the caller past deadline + %v", err, el, kit.GiveBackTimeout)
 	}
 	for deadline := time.Now().Add(5 * time.Second); s.gave.Load() < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -345,7 +346,7 @@ func TestWaitGiveBackBounded(t *testing.T) {
 // Lock returning with its hand-over still held, and the next TryLocks
 // refused by a grant nobody had.)
 func TestWaitGiveBackAfterStall(t *testing.T) {
-	stall := starvedGiveBack + giveBackTimeout
+	stall := kit.StarvedGiveBack + kit.GiveBackTimeout
 	s := &script{outcomes: []error{errUnreachable, held(0)}, giveErr: func(n int32) error {
 		if n == 1 {
 			time.Sleep(stall) // not scheduled: the try returns late, its budget spent
@@ -364,7 +365,7 @@ func TestWaitGiveBackAfterStall(t *testing.T) {
 	if n := s.gave.Load(); n != 2 {
 		t.Fatalf("%d give-back tries when the call returned, want 2: the try that the stall ran out of time was left to the background", n)
 	}
-	if el > 20*time.Millisecond+stall+giveBackTimeout+time.Second {
+	if el > 20*time.Millisecond+stall+kit.GiveBackTimeout+time.Second {
 		t.Fatalf("returned after %v", el)
 	}
 
@@ -418,35 +419,5 @@ func TestWaitGivesUpWithTheContext(t *testing.T) {
 			t.Errorf("try=%v: returned %v while the context's Err was still nil", try, err)
 		}
 		cancel()
-	}
-}
-
-// sleepCtx waits d, or until ctx is done; it returns at once, with
-// ctx's error, for d <= 0.
-func TestSleepCtx(t *testing.T) {
-	if err := sleepCtx(context.Background(), 0); err != nil {
-		t.Fatalf("sleepCtx(0) = %v", err)
-	}
-	if err := sleepCtx(context.Background(), -time.Second); err != nil {
-		t.Fatalf("sleepCtx(-1s) = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := sleepCtx(ctx, 0); !errors.Is(err, context.Canceled) {
-		t.Fatalf("sleepCtx(done ctx, 0) = %v", err)
-	}
-	start := time.Now()
-	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Fatalf("sleepCtx(done ctx, 1h) = %v", err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("Sleep on a done ctx took %v", el)
-	}
-	start = time.Now()
-	if err := sleepCtx(context.Background(), 20*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el < 20*time.Millisecond {
-		t.Fatalf("sleepCtx(20ms) returned after %v", el)
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"

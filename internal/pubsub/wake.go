@@ -62,7 +62,7 @@ func NewWake(h *Hub, id string, channels []string) *Wake {
 // miss a release.
 func (k *Wake) Wait(ctx context.Context, hint, fallback time.Duration) error {
 	if k.h == nil {
-		return sleep(ctx, bound(fallback, hint))
+		return Sleep(ctx, bound(fallback, hint))
 	}
 	if k.w == nil {
 		// Subscribe, then let the caller attempt again at once: a release
@@ -144,8 +144,11 @@ func newConfig(opts []Option, linger time.Duration) config {
 // (default 0).
 func WithLinger(d time.Duration) Option { return func(c *config) { c.linger = d } }
 
-// sleep waits d, or until ctx is done (returning ctx.Err()).
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx is done (returning ctx.Err()).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -1,4 +1,4 @@
-package primitives
+package kit
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // job is one lease's renewal.
 type job struct {
-	l        *lease
+	l        *Lease
 	ttl      time.Duration
 	deadline time.Time
 	start    time.Time
@@ -27,7 +27,7 @@ type job struct {
 // take prepares l's renewal: false when it is not to happen (an Extend is
 // in flight, and renews the lease: it is looked at again soon; or it was
 // stopped).
-func (r *renewer) take(l *lease) (job, bool) {
+func (r *renewer) take(l *Lease) (job, bool) {
 	select {
 	case l.renew <- struct{}{}:
 	default:
@@ -48,7 +48,7 @@ func (r *renewer) take(l *lease) (job, bool) {
 	j := job{l: l, ttl: l.ttl, deadline: l.deadline}
 	l.mu.Unlock()
 	if rs := &l.rs; rs.call.Script != nil && rs.callTTL != j.ttl { // an Extend changed it
-		_, _, _, rs.call.Args, _ = l.h.(renewCaller).renewCall(l.token, j.ttl)
+		_, _, _, rs.call.Args, _ = l.h.(RenewCaller).RenewCall(l.token, j.ttl)
 		rs.callTTL = j.ttl
 	}
 	return j, true
@@ -56,7 +56,7 @@ func (r *renewer) take(l *lease) (job, bool) {
 
 // renewSolo renews l alone, bounded by its own deadline, and applies the
 // outcome as soon as it comes.
-func (r *renewer) renewSolo(l *lease) {
+func (r *renewer) renewSolo(l *Lease) {
 	j, ok := r.take(l)
 	if !ok {
 		return
@@ -64,9 +64,9 @@ func (r *renewer) renewSolo(l *lease) {
 	ctx, cancel := context.WithDeadline(r.ctx, j.deadline)
 	j.start = time.Now()
 	if c := &l.rs.call; c.Script != nil {
-		j.held, j.err = flag(r.key.Eval(ctx, c.Script, c.Keys, c.Args))
+		j.held, j.err = Flag(r.key.Eval(ctx, c.Script, c.Keys, c.Args))
 	} else {
-		j.held, j.err = l.h.extend(ctx, l.token, j.ttl)
+		j.held, j.err = l.h.Extend(ctx, l.token, j.ttl)
 	}
 	cancel()
 	r.finish(&j)
@@ -74,7 +74,7 @@ func (r *renewer) renewSolo(l *lease) {
 
 // renewChunk renews ls, whose renewals are script calls on one server, in
 // one batch. It waits for the replies until the earliest lease's deadline.
-func (r *renewer) renewChunk(ls []*lease) {
+func (r *renewer) renewChunk(ls []*Lease) {
 	jobs := make([]job, 0, len(ls))
 	calls := make([]backend.Call, 0, len(ls))
 	var first time.Time // the earliest deadline of the chunk's leases
@@ -104,7 +104,7 @@ func (r *renewer) renewChunk(ls []*lease) {
 	for i := range jobs {
 		j := &jobs[i]
 		j.start = start
-		j.held, j.err = flag(calls[i].Value, calls[i].Err)
+		j.held, j.err = Flag(calls[i].Value, calls[i].Err)
 		r.finish(j)
 	}
 }
@@ -159,7 +159,7 @@ func (r *renewer) finish(j *job) {
 	default:
 		l.rs.lastErr, l.rs.lastAt, l.rs.failed = nil, j.start, 0
 		l.mu.Lock()
-		if dl := j.start.Add(j.ttl - drift(j.ttl)); dl.After(l.deadline) && !l.done {
+		if dl := j.start.Add(j.ttl - Drift(j.ttl)); dl.After(l.deadline) && !l.done {
 			l.deadline = dl
 			if l.timer != nil {
 				l.timer.Reset(time.Until(dl))

@@ -1,4 +1,4 @@
-package primitives
+package kit
 
 import (
 	"context"
@@ -15,50 +15,50 @@ import (
 	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
-// acquisition describes one logical Lock or Acquire of a primitive.
-type acquisition struct {
-	op    string // "lock" or "acquire", for errors
-	kind  latchkit.Kind
-	name  string
-	chans []string // release channels a waiter listens on (read-only, may be shared)
-	try   bool
-	// attempt makes one attempt: a lease, a *latchkit.HeldError when the
+// Acquisition describes one logical Lock or Acquire of a primitive.
+type Acquisition struct {
+	Op    string // "lock" or "acquire", for errors
+	Kind  latchkit.Kind
+	Name  string
+	Chans []string // release channels a waiter listens on (read-only, may be shared)
+	Try   bool
+	// Attempt makes one attempt: a lease, a *latchkit.HeldError when the
 	// primitive is held (a new one each time: the wait loop sets its
 	// AtLeast), or another error.
-	attempt func(ctx context.Context, at *attempt) (latchkit.Lease, error)
-	// giveBack gives back whatever the token may hold or have queued: a
+	Attempt func(ctx context.Context, at *Attempt) (latchkit.Lease, error)
+	// GiveBack gives back whatever the token may hold or have queued: a
 	// grant whose reply was lost or came after the caller gave up, a place
 	// in a queue (passing on what a hand-over gave it meanwhile). It must
 	// be idempotent: it may run more than once. Nil: nothing to give back
 	// (the attempt cleans up after itself).
-	giveBack func(ctx context.Context, token string) error
-	// queues: a waiting attempt may leave a place behind (a queue entry, a
+	GiveBack func(ctx context.Context, token string) error
+	// Queues: a waiting attempt may leave a place behind (a queue entry, a
 	// ticket, an intent), so a waiting acquisition that gives up always
 	// gives back.
-	queues bool
-	// wakeID: the primitive hands itself over to queued waiters and wakes
+	Queues bool
+	// WakeID: the primitive hands itself over to queued waiters and wakes
 	// them by wakeID(token).
-	wakeID bool
-	// noLease: a latch's Wait, which hands out no lease (its Request has
+	WakeID bool
+	// NoLease: a latch's Wait, which hands out no lease (its Request has
 	// no TTL, and a successful attempt returns a nil Lease).
-	noLease bool
-	// handed, when set, makes the lease a hand-over's message granted
+	NoLease bool
+	// Handed, when set, makes the lease a hand-over's message granted
 	// (details: what followed the waiter's id in it, see pubsub.Target),
 	// without another attempt; nil when the message does not prove a
 	// grant the waiter can hold on (the next attempt then confirms it).
-	handed func(ctx context.Context, at *attempt, details string) latchkit.Lease
+	Handed func(ctx context.Context, at *Attempt, details string) latchkit.Lease
 }
 
-// attempt is what one attempt of an acquisition knows.
-type attempt struct {
-	token      string // the acquisition's: the same for every attempt
-	n          int    // 1 for the first attempt
-	try        bool
-	annotation string // what to store beside a grant ("" for nothing)
-	// reach is the primitive's own progress mark, kept from one attempt to
+// Attempt is what one attempt of an acquisition knows.
+type Attempt struct {
+	Token      string // the acquisition's: the same for every attempt
+	N          int    // 1 for the first attempt
+	Try        bool
+	Annotation string // what to store beside a grant ("" for nothing)
+	// Reach is the primitive's own progress mark, kept from one attempt to
 	// the next: a MultiLock on a Cluster records how many of its names
 	// its attempts have touched.
-	reach int
+	Reach int
 	// The last attempt that found the primitive held and told the fence
 	// counter as it stood (a waiting Mutex Lock's): when it began, and
 	// the counter. A hand-over with a greater fence ran after it, so no
@@ -73,41 +73,41 @@ type attempt struct {
 // background for as long as what it gives back could last (see window), at
 // most maxGiveBackWindow.
 const (
-	giveBackTimeout   = 100 * time.Millisecond
+	GiveBackTimeout   = 100 * time.Millisecond
 	maxGiveBackWindow = time.Minute
 )
 
-// window is how long a give-back of the primitive is pursued in the
+// Window is how long a give-back of the primitive is pursued in the
 // background: as long as a grant or a queued place it gives back could
 // block others (the TTL, the waiter timeout), and a second more, at most
 // maxGiveBackWindow. Its one call waits that long too: against a hung
 // server it stays queued behind the stuck attempt it gives back, and runs
 // right after it when the server resumes (or, run first, makes the server
 // refuse it: the token is remembered as given back).
-func (c *config) window() time.Duration {
-	return min(max(c.ttl, c.waiterTimeout)+time.Second, maxGiveBackWindow)
+func (c *Config) Window() time.Duration {
+	return min(max(c.TTL, c.WaiterTimeout)+time.Second, maxGiveBackWindow)
 }
 
-// acquire runs one logical acquisition: the user's middleware around the
+// Acquire runs one logical acquisition: the user's middleware around the
 // wait loop.
-func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) (latchkit.Lease, error) {
-	if err := c.begin(); err != nil {
-		return nil, opErr(a.op, a.kind, a.name, err)
+func (c *Config) Acquire(ctx context.Context, b backend.Backend, a Acquisition) (latchkit.Lease, error) {
+	if err := c.Begin(); err != nil {
+		return nil, OpErr(a.Op, a.Kind, a.Name, err)
 	}
-	defer c.end()
-	req := &latchkit.Request{Name: a.name, Kind: a.kind, TTL: c.ttl, Backend: b, Try: a.try, Owner: ownerFrom(ctx)}
-	if a.noLease {
+	defer c.End()
+	req := &latchkit.Request{Name: a.Name, Kind: a.Kind, TTL: c.TTL, Backend: b, Try: a.Try, Owner: ownerFrom(ctx)}
+	if a.NoLease {
 		req.TTL = 0
 	}
 	var l latchkit.Lease
 	var err error
-	if len(c.mws) == 0 {
-		l, err = c.wait(ctx, req, &a)
+	if len(c.Middleware) == 0 {
+		l, err = c.Wait(ctx, req, &a)
 	} else {
 		l, err = c.chain(ctx, req, a)
 	}
 	if err != nil {
-		return nil, opErr(a.op, a.kind, a.name, err)
+		return nil, OpErr(a.Op, a.Kind, a.Name, err)
 	}
 	return l, nil
 }
@@ -118,7 +118,7 @@ func (c *config) acquire(ctx context.Context, b backend.Backend, a acquisition) 
 // returned an error or no lease after the wait loop granted) is released
 // before chain returns or the panic goes on: nobody else could, and
 // renewed, it would keep the primitive for as long as the process lives.
-func (c *config) chain(ctx context.Context, req *latchkit.Request, a acquisition) (l latchkit.Lease, err error) {
+func (c *Config) chain(ctx context.Context, req *latchkit.Request, a Acquisition) (l latchkit.Lease, err error) {
 	var granted latchkit.Lease
 	defer func() {
 		if granted == nil {
@@ -133,24 +133,24 @@ func (c *config) chain(ctx context.Context, req *latchkit.Request, a acquisition
 		}
 	}()
 	return latchkit.Chain(func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-		l, err := c.wait(ctx, req, &a)
+		l, err := c.Wait(ctx, req, &a)
 		if err == nil {
 			granted = l
 		}
 		return l, err
-	}, c.mws...)(ctx, req)
+	}, c.Middleware...)(ctx, req)
 }
 
 // releaseUnclaimed releases a grant nobody received, waiting for it no
 // longer than a give-back (a release of unknown outcome goes on in the
 // background, see lease.Release).
-func (c *config) releaseUnclaimed(ctx context.Context, l latchkit.Lease) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+func (c *Config) releaseUnclaimed(ctx context.Context, l latchkit.Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
 	defer cancel()
 	_ = l.Release(ctx)
 }
 
-// wait is the wait loop of every primitive: attempt, classify the outcome,
+// Wait is the wait loop of every primitive: attempt, classify the outcome,
 // wait, until an attempt is granted, fails for good, the retry policy gives
 // up or ctx ends. Every attempt uses the same token, so that one whose reply
 // was lost is recognized by the next. Between attempts that found the
@@ -161,8 +161,8 @@ func (c *config) releaseUnclaimed(ctx context.Context, l latchkit.Lease) {
 //
 // When the acquisition ends without a grant, whatever its attempts may
 // have left in Redis is given back (see giveUp).
-func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition) (latchkit.Lease, error) {
-	at := &attempt{token: newToken(), try: a.try, annotation: annotation(req.Annotation)}
+func (c *Config) Wait(ctx context.Context, req *latchkit.Request, a *Acquisition) (latchkit.Lease, error) {
+	at := &Attempt{Token: NewToken(), Try: a.Try, Annotation: annotation(req.Annotation)}
 	var (
 		policy  backoff.BackOff
 		wake    *pubsub.Wake
@@ -174,25 +174,25 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		// the connection said (refused, reset, timed out).
 		unreached error
 	)
-	if !a.try && len(a.chans) > 0 {
+	if !a.Try && len(a.Chans) > 0 {
 		id := ""
-		if a.wakeID {
-			id = wakeID(at.token)
+		if a.WakeID {
+			id = wakeID(at.Token)
 		}
-		wake = pubsub.NewWake(c.cl.pubsub(), id, a.chans)
+		wake = pubsub.NewWake(c.Cl.Pubsub(), id, a.Chans)
 		defer wake.Close()
 	}
 	bound := false // ctx ends at the Client's Close too, once the loop waits
 	for {
-		at.n++
-		l, err := a.attempt(ctx, at)
+		at.N++
+		l, err := a.Attempt(ctx, at)
 		var held *latchkit.HeldError
 		isHeld := err != nil && errors.As(err, &held)
 		if isHeld && held.WaitHint == c.heartbeat() {
 			held.AtLeast = true // the script's heartbeat, not the holder's time
 		}
 		if req.OnAttempt != nil {
-			req.OnAttempt(at.n, err)
+			req.OnAttempt(at.N, err)
 		}
 		if err == nil {
 			return l, nil
@@ -204,9 +204,9 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		unsure = unsure || (!definite(err) && (!isHeld || errors.Is(err, backend.ErrUnavailable)))
 		found = found || isHeld
 		switch {
-		case isHeld || errors.Is(err, ErrNotReplicated):
+		case isHeld || errors.Is(err, latchkit.ErrNotReplicated):
 			refused, unreached = err, nil
-		case ctxDone(ctx) != nil:
+		case CtxDone(ctx) != nil:
 			// The caller's deadline cut this attempt short (a driver may
 			// then say no more than the context's error): the error says
 			// why the earlier ones did not grant, too.
@@ -214,42 +214,42 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 		case errors.Is(err, backend.ErrUnavailable):
 			unreached = err
 		}
-		if a.try || ctxDone(ctx) != nil || !retryable(err, isHeld) {
+		if a.Try || CtxDone(ctx) != nil || !retryable(err, isHeld) {
 			return nil, c.giveUp(ctx, a, at, unsure, found, err)
 		}
 		if policy == nil {
-			policy = c.retry()
+			policy = c.Retry()
 		}
 		if !bound {
 			// Close withdraws a waiting call: it gives back what its
 			// attempts queued and returns an error matching ErrClosed.
 			var unbind func()
-			ctx, unbind = c.bind(ctx)
+			ctx, unbind = c.Bind(ctx)
 			defer unbind()
 			bound = true
 		}
 		d := policy.NextBackOff()
 		if d == backoff.Stop {
-			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("gave up after %d attempts: %w", at.n, err))
+			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("gave up after %d attempts: %w", at.N, err))
 		}
 		var werr error
 		switch {
 		case isHeld && wake != nil:
 			werr = wake.Wait(ctx, held.WaitHint, d)
-			if werr == nil && a.handed != nil {
+			if werr == nil && a.Handed != nil {
 				if details := wake.Handed(); details != "" {
-					if l := a.handed(ctx, at, details); l != nil {
+					if l := a.Handed(ctx, at, details); l != nil {
 						return l, nil // granted by the release that woke it
 					}
 				}
 			}
 		case isHeld && held.WaitHint > 0:
-			werr = sleepCtx(ctx, min(d, held.WaitHint))
+			werr = pubsub.Sleep(ctx, min(d, held.WaitHint))
 		default: // no release to wait for: Redis was not reached
-			werr = sleepCtx(ctx, d)
+			werr = pubsub.Sleep(ctx, d)
 		}
 		if werr != nil {
-			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.n, werr, err))
+			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.N, werr, err))
 		}
 	}
 }
@@ -265,8 +265,8 @@ func (c *config) wait(ctx context.Context, req *latchkit.Request, a *acquisition
 // (latchkit.HeldError.AtLeast), so that the error does not say the
 // primitive is held for up to its waiter's heartbeat. Any other hint is
 // left as the script measured it.
-func (c *config) heartbeat() time.Duration {
-	return time.Duration(max(c.waiterTimeout.Milliseconds()/3, 1)) * time.Millisecond
+func (c *Config) heartbeat() time.Duration {
+	return time.Duration(max(c.WaiterTimeout.Milliseconds()/3, 1)) * time.Millisecond
 }
 
 // cutShort is the error of an attempt the caller's deadline cut short
@@ -302,7 +302,7 @@ func retryable(err error, held bool) bool {
 	if errors.Is(err, errPassUnsure) {
 		return false
 	}
-	return held || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, ErrNotReplicated)
+	return held || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, latchkit.ErrNotReplicated)
 }
 
 // definite reports whether a failed attempt's error proves that it holds
@@ -319,9 +319,9 @@ func definite(err error) bool {
 	return errors.Is(err, latchkit.ErrInvalid)
 }
 
-// ctxDone is ctx's error, or context.DeadlineExceeded once its deadline
+// CtxDone is ctx's error, or context.DeadlineExceeded once its deadline
 // has passed even if its timer has not fired yet.
-func ctxDone(ctx context.Context) error {
+func CtxDone(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -344,12 +344,12 @@ func ctxDone(ctx context.Context) error {
 // past its deadline by more than giveBackTimeout. When the caller's
 // context has ended, the error matches its error too, so that "I gave up"
 // can be told from "Redis is down".
-func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure, held bool, err error) error {
-	if a.giveBack != nil && (unsure || (a.queues && !a.try && held)) {
-		giveBack(ctx, c.cl, at.token, a.giveBack, c.window())
+func (c *Config) giveUp(ctx context.Context, a *Acquisition, at *Attempt, unsure, held bool, err error) error {
+	if a.GiveBack != nil && (unsure || (a.Queues && !a.Try && held)) {
+		giveBack(ctx, c.Cl, at.Token, a.GiveBack, c.Window())
 	}
-	if cerr := ctxDone(ctx); cerr != nil {
-		if cause := context.Cause(ctx); cause == errClientClosed && !errors.Is(err, cause) {
+	if cerr := CtxDone(ctx); cerr != nil {
+		if cause := context.Cause(ctx); cause == ErrClientClosed && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w: %w", cause, err)
 		}
 		if done := ctx.Done(); done != nil && ctx.Err() == nil {
@@ -384,80 +384,80 @@ func (c *config) giveUp(ctx context.Context, a *acquisition, at *attempt, unsure
 func giveBack(ctx context.Context, cl *Client, token string, f func(context.Context, string) error, window time.Duration) {
 	for try := 0; ; try++ {
 		start := time.Now()
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
 		err := f(gctx, token)
 		cancel()
 		if !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 			return
 		}
-		if try == 0 && time.Since(start) > starvedGiveBack {
+		if try == 0 && time.Since(start) > StarvedGiveBack {
 			continue
 		}
-		cl.spawn(func(bg context.Context) { retryGiveBack(bg, token, f, window) })
+		cl.Spawn(func(bg context.Context) { RetryGiveBack(bg, token, f, window) })
 		return
 	}
 }
 
-// starvedGiveBack: a give-back try that took this long, against a budget
+// StarvedGiveBack: a give-back try that took this long, against a budget
 // of giveBackTimeout, was held up mostly by the process's scheduler (see
 // giveBack). A try against a partitioned server in a CPU-starved process
 // ends its budget late by the scheduler's lag, 60-290 ms measured beside
 // two busy processes (TestTimelyStarved), and is not tried again there,
 // which would double the call's lateness; a stall of several hundred
 // milliseconds (570 ms seen) is.
-const starvedGiveBack = 4 * giveBackTimeout
+const StarvedGiveBack = 4 * GiveBackTimeout
 
-// retryGiveBack retries f until it succeeds, fails for good (anything but
+// RetryGiveBack retries f until it succeeds, fails for good (anything but
 // an unreachable Redis) or the window has passed, pausing a little more
 // each time. Each try may take the rest of the window: against a hung
 // server the give-back waits in its socket, behind the attempt it gives
 // back. A server that refuses or resets at once (gone, restarting) is
 // tried for a second only: what was stuck in it went with it.
-func retryGiveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
+func RetryGiveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
 	quick := time.Now().Add(time.Second)
 	pause := 5 * time.Millisecond
 	for {
-		if sleepCtx(ctx, pause) != nil {
+		if pubsub.Sleep(ctx, pause) != nil {
 			return
 		}
 		start := time.Now()
 		if err := f(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
 			return
 		}
-		if time.Since(start) < giveBackTimeout && time.Now().After(quick) {
+		if time.Since(start) < GiveBackTimeout && time.Now().After(quick) {
 			return
 		}
 		pause = min(2*pause, 100*time.Millisecond)
 	}
 }
 
-// scriptAttempt is the attempt of a primitive whose acquire is one script
+// ScriptAttempt is the attempt of a primitive whose acquire is one script
 // over fixed keys, with ARGV the token, then args, then the annotation and
 // the fence counter's retention, replying {1, fence} or {0, hint ms,
 // holder's annotation}.
-func scriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h holder, kind latchkit.Kind, name string, cfg *config) func(context.Context, *attempt) (latchkit.Lease, error) {
-	return func(ctx context.Context, at *attempt) (latchkit.Lease, error) {
+func ScriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h Holder, kind latchkit.Kind, name string, cfg *Config) func(context.Context, *Attempt) (latchkit.Lease, error) {
+	return func(ctx context.Context, at *Attempt) (latchkit.Lease, error) {
 		start := time.Now()
 		argv := make([]string, 0, len(args)+3)
-		argv = append(append(append(argv, at.token), args...), at.annotation, cfg.retArg)
-		v, acks, err := cfg.evalAcquire(ctx, b, s, keys, argv)
+		argv = append(append(append(argv, at.Token), args...), at.Annotation, cfg.RetArg)
+		v, acks, err := cfg.EvalAcquire(ctx, b, s, keys, argv)
 		if err != nil {
-			return nil, keyErr(ctx, b, keys, err)
+			return nil, KeyErr(ctx, b, keys, err)
 		}
-		if !at.try {
-			noteCounter(at, v, start)
+		if !at.Try {
+			NoteCounter(at, v, start)
 		}
-		l, err := grant(ctx, v, h, kind, name, at.token, start, cfg)
-		return cfg.acked(ctx, l, err, acks)
+		l, err := Grant(ctx, v, h, kind, name, at.Token, start, cfg)
+		return cfg.Acked(ctx, l, err, acks)
 	}
 }
 
-// noteCounter keeps, from a waiting attempt's reply that found the
+// NoteCounter keeps, from a waiting attempt's reply that found the
 // primitive held (a Mutex's or a FairSemaphore's), the fence counter it
 // saw and when the attempt began (see attempt.heldStart).
-func noteCounter(at *attempt, v backend.Value, start time.Time) {
+func NoteCounter(at *Attempt, v backend.Value, start time.Time) {
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) != 4 || a[0] != int64(0) {
 		return
@@ -470,7 +470,7 @@ func noteCounter(at *attempt, v backend.Value, start time.Time) {
 	}
 }
 
-// handedLease is the lease a hand-over's message grants a waiting
+// HandedLease is the lease a hand-over's message grants a waiting
 // acquisition of a Mutex or a FairSemaphore (details: "fence hand", see
 // hand_over and fair_hand_over in lua/prelude.lua), so that the waiter
 // holds on the release's message alone, without an attempt to confirm:
@@ -487,8 +487,8 @@ func noteCounter(at *attempt, v backend.Value, start time.Time) {
 // grant must be acknowledged), with an annotation to store beside the
 // grant (tracing's holder link), or with less than half the hand-over's
 // time left (the waiter's process ran late).
-func handedLease(ctx context.Context, at *attempt, details string, h holder, kind latchkit.Kind, name string, cfg *config) latchkit.Lease {
-	if at.fenceSeen <= 0 || !cfg.autoExtend || cfg.ackReplicas > 0 || at.annotation != "" {
+func HandedLease(ctx context.Context, at *Attempt, details string, h Holder, kind latchkit.Kind, name string, cfg *Config) latchkit.Lease {
+	if at.fenceSeen <= 0 || !cfg.AutoExtend || cfg.AckReplicas > 0 || at.Annotation != "" {
 		return nil
 	}
 	fs, hs, ok := strings.Cut(details, " ")
@@ -501,33 +501,33 @@ func handedLease(ctx context.Context, at *attempt, details string, h holder, kin
 		return nil
 	}
 	d := time.Duration(hand) * time.Millisecond
-	deadline := at.heldStart.Add(d - drift(d))
+	deadline := at.heldStart.Add(d - Drift(d))
 	if time.Until(deadline) < d/2 {
 		return nil
 	}
-	return newLeaseUntil(ctx, h, kind, name, at.token, fence, deadline, cfg)
+	return newLeaseUntil(ctx, h, kind, name, at.Token, fence, deadline, cfg)
 }
 
-// grant turns an acquire script's {1, fence} or {0, hint ms, holder}
+// Grant turns an acquire script's {1, fence} or {0, hint ms, holder}
 // reply into a lease or a *latchkit.HeldError.
-func grant(ctx context.Context, v backend.Value, h holder, kind latchkit.Kind, name, token string, start time.Time, cfg *config) (latchkit.Lease, error) {
-	ok, n, holder, err := pair(v)
+func Grant(ctx context.Context, v backend.Value, h Holder, kind latchkit.Kind, name, token string, start time.Time, cfg *Config) (latchkit.Lease, error) {
+	ok, n, holder, err := Pair(v)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, heldErr(n, holder)
+		return nil, HeldErr(n, holder)
 	}
-	return newLease(ctx, h, kind, name, token, n, start, cfg), nil
+	return NewLease(ctx, h, kind, name, token, n, start, cfg), nil
 }
 
-// heldErr is the error of an attempt told the primitive is held, for up to
+// HeldErr is the error of an attempt told the primitive is held, for up to
 // hint ms, by the holder whose annotation is holder.
-func heldErr(hint int64, holder string) *latchkit.HeldError {
+func HeldErr(hint int64, holder string) *latchkit.HeldError {
 	return &latchkit.HeldError{WaitHint: max(time.Duration(hint)*time.Millisecond, 0), Holder: holder}
 }
 
-// passer is a holder that can give up a grant without ending its
+// Passer is a holder that can give up a grant without ending its
 // acquisition: what the token holds is freed (handed to the next waiter),
 // but the token is not remembered among the name's finished tokens, as a
 // release remembers it (see remember in lua/prelude.lua) so that a late
@@ -544,44 +544,39 @@ func heldErr(hint int64, holder string) *latchkit.HeldError {
 // of unknown outcome ends the acquisition (errPassUnsure, see acked),
 // and the token is given back (giveUp): nothing the token could be
 // granted after that is handed to the caller.
-type passer interface {
-	pass(ctx context.Context, token string) (held bool, err error)
+type Passer interface {
+	Pass(ctx context.Context, token string) (held bool, err error)
 }
 
 // passOn gives up l, just granted, for acked: through its holder's pass
 // where it has one, else by Release.
 func passOn(ctx context.Context, l latchkit.Lease) error {
-	if ll, ok := l.(*lease); ok {
-		if p, ok := ll.h.(passer); ok {
-			return ll.release(ctx, p.pass, errReleased)
+	if ll, ok := l.(*Lease); ok {
+		if p, ok := ll.h.(Passer); ok {
+			return ll.release(ctx, p.Pass, ErrReleased)
 		}
 	}
 	return l.Release(ctx)
 }
 
-// ErrNotReplicated is latchkit.ErrNotReplicated, kept here where
-// WithReplicaAck is: the error of an attempt whose grant WAIT did not
-// confirm on enough replicas.
-var ErrNotReplicated = latchkit.ErrNotReplicated
-
-// evalAcquire runs an acquire script: as is, or, with WithReplicaAck,
+// EvalAcquire runs an acquire script: as is, or, with WithReplicaAck,
 // followed by WAIT on its connection, returning how many replicas had it.
-func (c *config) evalAcquire(ctx context.Context, b backend.Backend, s *backend.Script, keys, args []string) (backend.Value, int, error) {
-	if c.ackReplicas == 0 {
+func (c *Config) EvalAcquire(ctx context.Context, b backend.Backend, s *backend.Script, keys, args []string) (backend.Value, int, error) {
+	if c.AckReplicas == 0 {
 		v, err := b.Eval(ctx, s, keys, args)
 		return v, 0, err
 	}
-	return b.(backend.ReplicaAcker).EvalAck(ctx, s, keys, args, c.ackReplicas, c.ackTimeout) // checked by newConfig
+	return b.(backend.ReplicaAcker).EvalAck(ctx, s, keys, args, c.AckReplicas, c.AckTimeout) // checked by NewConfig
 }
 
 // errPassUnsure marks the error of an attempt whose grant, refused by
-// WithReplicaAck, could not be passed on for sure (see passer): the
+// WithReplicaAck, could not be passed on for sure (see Passer): the
 // acquisition ends with it rather than try again with the same token.
 var errPassUnsure = errors.New("passing the grant on failed with an unknown outcome (it may still free the token's next grant), so the acquisition ends")
 
-// acked passes on the outcome of an attempt (l, err) whose script reached
+// Acked passes on the outcome of an attempt (l, err) whose script reached
 // acks replicas; with WithReplicaAck, a grant that reached too few is
-// passed on (released) and turned into ErrNotReplicated. The pass has the
+// passed on (released) and turned into latchkit.ErrNotReplicated. The pass has the
 // give-back's budget, past the caller's deadline too. One that fails with
 // a known outcome (an error reply: it ran, or will never run) leaves the
 // grant to the next attempt, which finds its own token, or to the
@@ -591,13 +586,13 @@ var errPassUnsure = errors.New("passing the grant on failed with an unknown outc
 // matches errPassUnsure, which ends the acquisition (see retryable), and
 // the pass's cause, as ErrUnavailable (a pass its own budget cut short
 // does not match the context errors: the caller's context was live).
-func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks int) (latchkit.Lease, error) {
-	if err != nil || c.ackReplicas == 0 || acks >= c.ackReplicas {
+func (c *Config) Acked(ctx context.Context, l latchkit.Lease, err error, acks int) (latchkit.Lease, error) {
+	if err != nil || c.AckReplicas == 0 || acks >= c.AckReplicas {
 		return l, err
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
 	defer cancel()
-	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", ErrNotReplicated, acks, c.ackReplicas, c.ackTimeout)
+	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", latchkit.ErrNotReplicated, acks, c.AckReplicas, c.AckTimeout)
 	rerr := passOn(rctx, l)
 	if oe, ok := rerr.(*latchkit.OpError); ok {
 		rerr = oe.Err // the lease's "release": the caller's op is the acquisition's
@@ -608,7 +603,7 @@ func (c *config) acked(ctx context.Context, l latchkit.Lease, err error, acks in
 	case unknownOutcome(rerr):
 		if errors.Is(rerr, context.DeadlineExceeded) || errors.Is(rerr, context.Canceled) {
 			// The pass's own budget (rctx), not the caller's context.
-			rerr = &backend.Error{Class: backend.ErrUnavailable, Cause: fmt.Errorf("no reply within %v: %v", giveBackTimeout, rerr)}
+			rerr = &backend.Error{Class: backend.ErrUnavailable, Cause: fmt.Errorf("no reply within %v: %v", GiveBackTimeout, rerr)}
 		}
 		return nil, fmt.Errorf("%w; %w: %w", err, errPassUnsure, rerr)
 	}

@@ -1,8 +1,8 @@
-package primitives
+package kit
 
 // leaseHeap is a container/heap of leases by the time of their next
 // renewal, each knowing its index (rs.idx; -1 once out).
-type leaseHeap []*lease
+type leaseHeap []*Lease
 
 func (h leaseHeap) Len() int           { return len(h) }
 func (h leaseHeap) Less(i, j int) bool { return h[i].rs.at.Before(h[j].rs.at) }
@@ -13,7 +13,7 @@ func (h leaseHeap) Swap(i, j int) {
 }
 
 func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
+	l := x.(*Lease)
 	l.rs.idx = len(*h)
 	*h = append(*h, l)
 }

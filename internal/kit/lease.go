@@ -1,4 +1,4 @@
-package primitives
+package kit
 
 import (
 	"context"
@@ -14,36 +14,36 @@ import (
 	"github.com/latchkit/latchkit/backend"
 )
 
-// holder is what a primitive tells its leases: how to extend, release and
+// Holder is what a primitive tells its leases: how to extend, release and
 // read the TTL of a grant. Each is one owner-checked script. held is false
 // when the token no longer holds the primitive.
-type holder interface {
-	extend(ctx context.Context, token string, ttl time.Duration) (held bool, err error)
-	release(ctx context.Context, token string) (held bool, err error)
-	ttl(ctx context.Context, token string) (d time.Duration, held bool, err error)
+type Holder interface {
+	Extend(ctx context.Context, token string, ttl time.Duration) (held bool, err error)
+	Release(ctx context.Context, token string) (held bool, err error)
+	TTL(ctx context.Context, token string) (d time.Duration, held bool, err error)
 }
 
-// newToken returns 128 random bits, hex encoded.
-func newToken() string {
+// NewToken returns 128 random bits, hex encoded.
+func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])
 }
 
-// drift is the clock drift allowance of a lease: the client considers the
+// Drift is the clock drift allowance of a lease: the client considers the
 // lease gone this much before its TTL runs out by its own clock.
-func drift(ttl time.Duration) time.Duration {
+func Drift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
-// lease is the Lease of every primitive. Its expiry by the client's own
+// Lease is the Lease of every primitive. Its expiry by the client's own
 // reckoning (deadline) is measured from the start of the call that granted
 // or extended it, minus the drift allowance, so it never lies beyond the
 // server's expiry.
-type lease struct {
+type Lease struct {
 	cl    *Client   // owns its renewals and give-backs; releases it on Close
 	cls   []*Client // every Client whose Close releases it (a Redlock's: each instance's)
-	h     holder
+	h     Holder
 	kind  latchkit.Kind
 	name  string
 	token string
@@ -76,19 +76,19 @@ type lease struct {
 	timer    *time.Timer // once ctx exists: ends it at deadline, whatever any call in flight does
 }
 
-// newLease starts a lease granted by an attempt that began at start.
+// NewLease starts a lease granted by an attempt that began at start.
 // parent's values (not its cancellation) are inherited by Context.
-func newLease(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, start time.Time, cfg *config) *lease {
-	return newLeaseUntil(parent, h, kind, name, token, fence, start.Add(cfg.ttl-drift(cfg.ttl)), cfg)
+func NewLease(parent context.Context, h Holder, kind latchkit.Kind, name, token string, fence int64, start time.Time, cfg *Config) *Lease {
+	return newLeaseUntil(parent, h, kind, name, token, fence, start.Add(cfg.TTL-Drift(cfg.TTL)), cfg)
 }
 
 // newLeaseUntil starts a lease whose deadline by the client's clock is
-// deadline (renewals then extend it by the TTL): newLease's, or that of a
+// deadline (renewals then extend it by the TTL): NewLease's, or that of a
 // grant made by a hand-over, which the server holds for the hand-over's
 // time from a moment the new holder can only bound from below.
-func newLeaseUntil(parent context.Context, h holder, kind latchkit.Kind, name, token string, fence int64, deadline time.Time, cfg *config) *lease {
-	l := &lease{cl: cfg.cls[0], cls: cfg.cls, h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.log,
-		parent: parent, autoExtend: cfg.autoExtend, ttl: cfg.ttl, deadline: deadline,
+func newLeaseUntil(parent context.Context, h Holder, kind latchkit.Kind, name, token string, fence int64, deadline time.Time, cfg *Config) *Lease {
+	l := &Lease{cl: cfg.Cls[0], cls: cfg.Cls, h: h, kind: kind, name: name, token: token, fence: fence, log: cfg.Log,
+		parent: parent, autoExtend: cfg.AutoExtend, ttl: cfg.TTL, deadline: deadline,
 		renew: make(chan struct{}, 1)}
 	for _, c := range l.cls {
 		c.track(l)
@@ -101,7 +101,7 @@ func newLeaseUntil(parent context.Context, h holder, kind latchkit.Kind, name, t
 
 // logAttrs logs msg about the lease (never its token) at level, when
 // WithLogger gave a logger.
-func (l *lease) logAttrs(level slog.Level, msg string, attrs ...slog.Attr) {
+func (l *Lease) logAttrs(level slog.Level, msg string, attrs ...slog.Attr) {
 	if l.log == nil {
 		return
 	}
@@ -109,9 +109,9 @@ func (l *lease) logAttrs(level slog.Level, msg string, attrs ...slog.Attr) {
 	l.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-func (l *lease) Name() string  { return l.name }
-func (l *lease) Token() string { return l.token }
-func (l *lease) Fence() int64  { return l.fence }
+func (l *Lease) Name() string  { return l.name }
+func (l *Lease) Token() string { return l.token }
+func (l *Lease) Fence() int64  { return l.fence }
 
 // Context is made on first call. It ends on Release, when a renewal finds
 // the lease gone, and at the lease's deadline by the client's own clock
@@ -120,7 +120,7 @@ func (l *lease) Fence() int64  { return l.fence }
 // ignores its context cannot keep it alive past the deadline. Its Err
 // checks the clock too, so a caller that asks Err sees a lease past its
 // deadline as done even before the timer has had a chance to run.
-func (l *lease) Context() context.Context {
+func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
@@ -142,7 +142,7 @@ func (l *lease) Context() context.Context {
 // returns, as the context contract wants).
 type leaseContext struct {
 	context.Context
-	l *lease
+	l *Lease
 }
 
 func (c leaseContext) Err() error {
@@ -160,12 +160,12 @@ func (c leaseContext) Err() error {
 
 // end marks the lease done for cause and ends its Context, if it has one.
 // It reports whether the lease was live until then.
-func (l *lease) end(cause error) (first bool) { return l.endTold(cause, nil) }
+func (l *Lease) end(cause error) (first bool) { return l.endTold(cause, nil) }
 
 // endTold is end that, when this call is the first to end the lease, runs
 // tell before the lease's Context is done: a caller woken by the Context
 // finds what tell wrote (the log line of a loss) already written.
-func (l *lease) endTold(cause error, tell func()) (first bool) {
+func (l *Lease) endTold(cause error, tell func()) (first bool) {
 	l.mu.Lock()
 	if l.cause == nil {
 		l.cause = cause
@@ -204,24 +204,24 @@ func (l *lease) endTold(cause error, tell func()) (first bool) {
 	return first
 }
 
-func (l *lease) opErr(op string, err error) error {
+func (l *Lease) opErr(op string, err error) error {
 	return &latchkit.OpError{Op: op, Kind: l.kind, Name: l.name, Err: err}
 }
 
 // doneErr is the error of a call on a lease that has ended: one matching
 // ErrLeaseLost that says whether it was released or lost (and why). It is
 // nil while the lease is live.
-func (l *lease) doneErr() error {
+func (l *Lease) doneErr() error {
 	l.mu.Lock()
 	done, cause := l.done, l.cause
 	l.mu.Unlock()
 	switch {
 	case !done:
 		return nil
-	case cause == errReleased:
+	case cause == ErrReleased:
 		return fmt.Errorf("lease already released: %w", latchkit.ErrLeaseLost)
-	case cause == errClientClosed:
-		return fmt.Errorf("lease released by Close: %w", errClientClosed)
+	case cause == ErrClientClosed:
+		return fmt.Errorf("lease released by Close: %w", ErrClientClosed)
 	case errors.Is(cause, latchkit.ErrLeaseLost):
 		return cause
 	default:
@@ -232,11 +232,11 @@ func (l *lease) doneErr() error {
 // TTL returns the time the lease has left on the server. On a lease that
 // has ended (released, or known lost) it returns an error matching
 // latchkit.ErrLeaseLost that says which, without a round trip.
-func (l *lease) TTL(ctx context.Context) (time.Duration, error) {
+func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
 	if err := l.doneErr(); err != nil {
 		return 0, l.opErr("ttl", err)
 	}
-	d, held, err := l.h.ttl(ctx, l.token)
+	d, held, err := l.h.TTL(ctx, l.token)
 	if err != nil {
 		return 0, l.opErr("ttl", err)
 	}
@@ -250,7 +250,7 @@ func (l *lease) TTL(ctx context.Context) (time.Duration, error) {
 // Extend sets the lease's remaining time to ttl, which must be at least
 // MinTTL (3ms): a shorter one is refused with an error matching
 // latchkit.ErrInvalid, and the lease is left as it was.
-func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return l.opErr("extend", fmt.Errorf("%w: %s", latchkit.ErrInvalid, shortTTL(ttl)))
 	}
@@ -264,15 +264,15 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer func() { <-l.renew }()
 	start := time.Now()
-	held, err := l.h.extend(ctx, l.token, ttl)
+	held, err := l.h.Extend(ctx, l.token, ttl)
 	if err != nil {
 		if held {
 			// Extended on the master, not acknowledged by its replicas
-			// (WithReplicaAck, see extendBy): the deadline may come
+			// (WithReplicaAck, see ExtendBy): the deadline may come
 			// closer (a shorter TTL), never go further.
 			l.mu.Lock()
 			l.ttl = ttl
-			if d := start.Add(ttl - drift(ttl)); d.Before(l.deadline) && !l.done {
+			if d := start.Add(ttl - Drift(ttl)); d.Before(l.deadline) && !l.done {
 				l.deadline = d
 				if l.timer != nil {
 					l.timer.Reset(time.Until(d))
@@ -288,7 +288,7 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	l.mu.Lock()
 	l.ttl = ttl
-	d := start.Add(ttl - drift(ttl))
+	d := start.Add(ttl - Drift(ttl))
 	if !l.done {
 		l.deadline = d
 		if l.timer != nil {
@@ -308,19 +308,19 @@ func (l *lease) Extend(ctx context.Context, ttl time.Duration) error {
 // returned nil, or an error matching latchkit.ErrLeaseLost), every later
 // Release returns what it returned, without a round trip: a lease
 // released twice was not lost.
-func (l *lease) Release(ctx context.Context) error {
-	return l.release(ctx, l.h.release, errReleased)
+func (l *Lease) Release(ctx context.Context) error {
+	return l.release(ctx, l.h.Release, ErrReleased)
 }
 
 // release is Release, giving the token up through rel; a release that
-// goes through ends the lease with cause (errReleased, or errClientClosed
+// goes through ends the lease with cause (ErrReleased, or ErrClientClosed
 // for Close's).
-func (l *lease) release(ctx context.Context, rel func(context.Context, string) (bool, error), cause error) error {
+func (l *Lease) release(ctx context.Context, rel func(context.Context, string) (bool, error), cause error) error {
 	l.mu.Lock()
-	released, lost := l.released, l.done && l.cause != errReleased
+	released, lost := l.released, l.done && l.cause != ErrReleased
 	why, relErr := l.cause, l.relErr
 	l.mu.Unlock()
-	if released || (lost && cause == errClientClosed) {
+	if released || (lost && cause == ErrClientClosed) {
 		return relErr
 	}
 	// Renewals stop here, and one in flight is not waited for: its
@@ -345,15 +345,15 @@ func (l *lease) release(ctx context.Context, rel func(context.Context, string) (
 		// rel may be a holder's pass (passOn, for a grant WithReplicaAck
 		// refused): keyed by the token alone, its retry frees whatever the
 		// token holds when it lands, so the acquisition that passed hands
-		// the caller nothing the token is granted afterwards (see passer).
+		// the caller nothing the token is granted afterwards (see Passer).
 		l.mu.Lock()
 		l.autoExtend = false
 		window := min(l.ttl+time.Second, maxGiveBackWindow)
 		l.mu.Unlock()
 		if unknownOutcome(err) {
 			token := l.token
-			l.cl.spawn(func(bg context.Context) {
-				retryGiveBack(bg, token, func(ctx context.Context, token string) error {
+			l.cl.Spawn(func(bg context.Context) {
+				RetryGiveBack(bg, token, func(ctx context.Context, token string) error {
 					_, err := rel(ctx, token)
 					return err
 				}, window)
@@ -371,11 +371,11 @@ func (l *lease) release(ctx context.Context, rel func(context.Context, string) (
 	case !held:
 		l.end(latchkit.ErrLeaseLost)
 		err = l.opErr("release", latchkit.ErrLeaseLost)
-	case cause == errClientClosed:
-		l.end(errClientClosed)
-		err = l.opErr("release", fmt.Errorf("lease released by Close: %w", errClientClosed))
+	case cause == ErrClientClosed:
+		l.end(ErrClientClosed)
+		err = l.opErr("release", fmt.Errorf("lease released by Close: %w", ErrClientClosed))
 	default:
-		l.end(errReleased)
+		l.end(ErrReleased)
 	}
 	l.mu.Lock()
 	l.released, l.relErr = true, err
@@ -392,17 +392,17 @@ func unknownOutcome(err error) bool {
 }
 
 // releaseToken releases token, as a give-back of the lease (see giveBack).
-func (l *lease) releaseToken(ctx context.Context, token string) error {
-	_, err := l.h.release(ctx, token)
+func (l *Lease) releaseToken(ctx context.Context, token string) error {
+	_, err := l.h.Release(ctx, token)
 	return err
 }
 
-// errReleased is the cause of a lease context ended by Release.
-var errReleased = errors.New("latchkit: lease released")
+// ErrReleased is the cause of a lease context ended by Release.
+var ErrReleased = errors.New("latchkit: lease released")
 
 // lose marks the lease lost, ends its context and logs why, unless it
 // had ended already (released, or found lost before): that is not news.
-func (l *lease) lose(cause error) {
+func (l *Lease) lose(cause error) {
 	l.endTold(cause, func() {
 		l.logAttrs(slog.LevelWarn, "latchkit: lease lost", slog.String("cause", cause.Error()))
 	})
@@ -412,7 +412,7 @@ func (l *lease) lose(cause error) {
 // since the last that succeeded: how many failed and the last error, or
 // that none finished (it was in flight, or never due). Empty without
 // auto-extend.
-func (l *lease) renewalsSoFar() string {
+func (l *Lease) renewalsSoFar() string {
 	r := l.rs.r
 	if r == nil {
 		return ""
@@ -432,7 +432,7 @@ func (l *lease) renewalsSoFar() string {
 // auto-extended lease may still be held on the server (a renewal got
 // through after the client gave up waiting for it): what it holds is given
 // back in the background.
-func (l *lease) expire() {
+func (l *Lease) expire() {
 	l.mu.Lock()
 	late := !l.done && !time.Now().Before(l.deadline)
 	renewing := l.autoExtend
@@ -442,16 +442,24 @@ func (l *lease) expire() {
 	}
 	l.lose(fmt.Errorf("ttl ran out before a renewal got through%s: %w", l.renewalsSoFar(), latchkit.ErrLeaseLost))
 	if renewing {
-		l.cl.spawn(l.giveBack)
+		l.cl.Spawn(l.giveBack)
 	}
 }
 
 // giveBack releases, best effort, a lease lost at its deadline: tried at
 // once and, while Redis cannot be reached, for as long as the lease could
 // still be held on the server (see giveBack in acquire.go).
-func (l *lease) giveBack(ctx context.Context) {
+func (l *Lease) giveBack(ctx context.Context) {
 	l.mu.Lock()
 	window := min(l.ttl+time.Second, maxGiveBackWindow)
 	l.mu.Unlock()
 	giveBack(ctx, l.cl, l.token, l.releaseToken, window)
+}
+
+// Deadline is when the lease ends by the client's own clock, unless a
+// renewal or an Extend moves it.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
 }

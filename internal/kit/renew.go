@@ -1,4 +1,4 @@
-package primitives
+package kit
 
 import (
 	"container/heap"
@@ -18,7 +18,7 @@ import (
 // waits for I/O: each renewal runs on a goroutine of its own or of its
 // chunk, and a lease has at most one renewal in flight.
 //
-//   - Leases whose renewal is one script call (renewCaller) go out in
+//   - Leases whose renewal is one script call (RenewCaller) go out in
 //     chunks of at most renewChunk calls through backend.Batcher (one
 //     pipeline each; without a Batcher, concurrent Evals). A chunk waits
 //     for its replies until its earliest lease's deadline. One server
@@ -118,12 +118,12 @@ func (r *renewer) close() {
 // startRenewals queues l for its first renewal at ttl/3 from now (or
 // halfway to its deadline, when sooner). l.ttl and l.deadline are set and
 // l is not shared yet.
-func (l *lease) startRenewals() {
+func (l *Lease) startRenewals() {
 	rs := &l.rs
 	rs.idx = -1
 	var b backend.Backend
-	if rc, ok := l.h.(renewCaller); ok {
-		if cb, s, keys, args, ok := rc.renewCall(l.token, l.ttl); ok {
+	if rc, ok := l.h.(RenewCaller); ok {
+		if cb, s, keys, args, ok := rc.RenewCall(l.token, l.ttl); ok {
 			b = cb
 			rs.call = backend.Call{Script: s, Keys: keys, Args: args}
 			rs.callTTL = l.ttl
@@ -147,7 +147,7 @@ func (l *lease) startRenewals() {
 // the deadline nor queue the lease again. A renewal that reaches Redis
 // after the release script finds the token gone and changes nothing; one
 // that reaches it before is undone by the release.
-func (l *lease) stopRenewals() {
+func (l *Lease) stopRenewals() {
 	r := l.rs.r
 	if r == nil {
 		return
@@ -171,7 +171,7 @@ func (l *lease) stopRenewals() {
 }
 
 // reschedule moves l's next renewal to at, when it is queued.
-func (r *renewer) reschedule(l *lease, at time.Time, slack time.Duration) {
+func (r *renewer) reschedule(l *Lease, at time.Time, slack time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if l.rs.stopped || l.rs.idx < 0 {
@@ -208,7 +208,7 @@ func (r *renewer) sleepLocked(at time.Time) {
 
 // pushLocked queues l to act at at, starting the goroutine if it is not
 // running.
-func (r *renewer) pushLocked(l *lease, at time.Time, slack time.Duration) {
+func (r *renewer) pushLocked(l *Lease, at time.Time, slack time.Duration) {
 	if r.closed {
 		// Granted to a call Close stopped waiting for: not renewed, the
 		// lease ends at its deadline.
@@ -266,9 +266,9 @@ func (r *renewer) run() {
 			continue
 		}
 		var batch []dueLease
-		var solo, late []*lease
+		var solo, late []*Lease
 		for len(r.q) > 0 && !r.q[0].rs.at.After(now.Add(r.q[0].rs.slack)) {
-			l := heap.Pop(&r.q).(*lease)
+			l := heap.Pop(&r.q).(*Lease)
 			l.mu.Lock()
 			deadline := l.deadline
 			l.mu.Unlock()
@@ -298,7 +298,7 @@ func (r *renewer) run() {
 
 // dueLease is a lease due for renewal and its deadline when it was taken.
 type dueLease struct {
-	l        *lease
+	l        *Lease
 	deadline time.Time
 }
 
@@ -308,10 +308,10 @@ type dueLease struct {
 // TTL) cannot cut short the renewal of leases with time to spare, the
 // leases go in order of deadline and a chunk takes only leases with at most
 // twice the time left of its first.
-func chunks(now time.Time, due []dueLease) [][]*lease {
+func chunks(now time.Time, due []dueLease) [][]*Lease {
 	slices.SortFunc(due, func(a, b dueLease) int { return a.deadline.Compare(b.deadline) })
-	var out [][]*lease
-	var cur []*lease
+	var out [][]*Lease
+	var cur []*Lease
 	var limit time.Time
 	for _, d := range due {
 		if len(cur) == renewChunk || (len(cur) > 0 && d.deadline.After(limit)) {
@@ -319,7 +319,7 @@ func chunks(now time.Time, due []dueLease) [][]*lease {
 		}
 		if len(cur) == 0 {
 			limit = d.deadline.Add(d.deadline.Sub(now))
-			cur = make([]*lease, 0, min(renewChunk, len(due)))
+			cur = make([]*Lease, 0, min(renewChunk, len(due)))
 		}
 		cur = append(cur, d.l)
 	}
@@ -341,7 +341,7 @@ func (r *renewer) exitLocked() bool {
 
 // requeue puts l, taken out for a renewal that did not happen, back at
 // now+d (not beyond its deadline).
-func (r *renewer) requeue(l *lease, d time.Duration) {
+func (r *renewer) requeue(l *Lease, d time.Duration) {
 	l.mu.Lock()
 	deadline := l.deadline
 	l.mu.Unlock()

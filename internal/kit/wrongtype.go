@@ -1,18 +1,19 @@
-package primitives
+package kit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"strings"
 	"time"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/latchkit/latchkit/backend"
 )
 
 // keyTypesScript reads the types of its keys (lua/key_types.lua).
-var keyTypesScript = loadScript("key_types")
+var keyTypesScript = LoadScript(luaFiles, "key_types")
 
 // layoutTypes maps the part of a key after its KeyBase (a layout's Sub
 // and the key's Suffix: ":fence", ":sem:fences", ...) to the type
@@ -33,7 +34,7 @@ var layoutTypes = func() map[string]string {
 // diagnoseTimeout bounds keyErr's read of the key types.
 const diagnoseTimeout = time.Second
 
-// keyErr is scriptErr for a script that ran over keys on b. A WRONGTYPE
+// KeyErr is ScriptErr for a script that ran over keys on b. A WRONGTYPE
 // reply (a key of the primitive holds a value latchkit did not write) is
 // read as a refusal naming the key: on this error path alone, one more
 // round trip reads the type of each key and names the first that is not
@@ -44,15 +45,15 @@ const diagnoseTimeout = time.Second
 // latchkit.ErrInvalid, backend.ErrWrongType and the *backend.ReplyError.
 // Every script reads the keys it touches before its first write, so a
 // WRONGTYPE reply means nothing was changed.
-func keyErr(ctx context.Context, b backend.Backend, keys []string, err error) error {
+func KeyErr(ctx context.Context, b backend.Backend, keys []string, err error) error {
 	var done *refusedError
 	if errors.As(err, &done) || !errors.Is(err, backend.ErrWrongType) {
-		return scriptErr(err)
+		return ScriptErr(err)
 	}
 	if why := wrongKey(ctx, b, keys); why != "" {
 		return &refusedError{why: why, reply: err}
 	}
-	return scriptErr(err)
+	return ScriptErr(err)
 }
 
 // wrongKey says which of keys holds a type latchkit does not keep there,
