@@ -16,15 +16,20 @@ import (
 // primitives), the give-backs that finish an abandoned acquisition, the
 // observers of its elections. A process makes one Client per Redis
 // deployment, shares it, and closes it on shutdown.
-type Client kit.Client
+type Client struct {
+	k *kit.Client
+}
 
 // NewClient returns a Client over b, a backend made by an adapter's New. It
 // starts nothing: goroutines begin with the first lease or waiter that
 // needs them. A nil backend is refused with an error matching
 // latchkit.ErrInvalid.
 func NewClient(b backend.Backend) (*Client, error) {
-	c, err := kit.NewClient(b)
-	return (*Client)(c), err
+	k, err := kit.NewClient(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{k: k}, nil
 }
 
 // Close withdraws waiting calls, releases the leases still held and
@@ -32,11 +37,16 @@ func NewClient(b backend.Backend) (*Client, error) {
 // its primitives returns an error matching latchkit.ErrClosed. If ctx ends
 // first, Close returns ctx's error, and a lease not yet released expires
 // with its TTL. A later Close waits for the first and returns what it did.
-func (c *Client) Close(ctx context.Context) error { return (*kit.Client)(c).Close(ctx) }
+func (c *Client) Close(ctx context.Context) error { return c.k.Close(ctx) }
 
 // core is the machinery behind c (nil for a nil c, which constructors
 // refuse).
-func (c *Client) core() *kit.Client { return (*kit.Client)(c) }
+func (c *Client) core() *kit.Client {
+	if c == nil {
+		return nil
+	}
+	return c.k
+}
 
 // The errors a caller matches with errors.Is, so that a program needs no
 // other latchkit package than this one and an adapter: the same values as

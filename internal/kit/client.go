@@ -159,12 +159,11 @@ func (c *Config) Bind(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-// Client is the machinery behind a primitives.Client (a type defined over
-// it): it owns the background work of the primitives made from it, over
-// one backend, until Close. Every goroutine latchkit starts belongs to one:
-// the renewals of its leases, its one pub/sub Hub, the give-backs that
-// finish an abandoned acquisition (Spawn), the observers of its elections.
-// Its fields stay unexported, so that primitives.Client shows none.
+// Client is the machinery behind a primitives.Client: it owns the
+// background work of the primitives made from it, over one backend, until
+// Close. Every goroutine latchkit starts belongs to one: the renewals of
+// its leases, its one pub/sub Hub, the give-backs that finish an abandoned
+// acquisition (Spawn), the observers of its elections.
 type Client struct {
 	b backend.Backend
 
