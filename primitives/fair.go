@@ -74,11 +74,7 @@ func (m fairMutex) TryLock(ctx context.Context) (latchkit.Lease, error) {
 
 func newFairSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int, opts []Option) (*fairSemaphore, error) {
 	b := kit.BackendOf(cl)
-	cfg, err := newConfig(kind, cl, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	st, err := kit.NewSite(keyspace.FairLayout, kind, cfg, name, limit)
+	st, err := newSite(keyspace.FairLayout, kind, cl, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/internal/nilness"
 	"github.com/latchkit/latchkit/retry"
@@ -173,6 +174,16 @@ func WithPrefix(p string) interface {
 // request, a job), never a constant shared by unrelated work.
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, kit.OwnerKey{}, owner)
+}
+
+// newSite is a semaphore's configuration (newConfig) and keys in layout l
+// (kit.NewSite).
+func newSite(l keyspace.Layout, kind latchkit.Kind, cl *kit.Client, name string, limit int, opts []Option) (kit.Site, error) {
+	cfg, err := newConfig(kind, cl, name, opts)
+	if err != nil {
+		return kit.Site{}, err
+	}
+	return kit.NewSite(l, kind, cfg, name, limit)
 }
 
 // newConfig applies opts and checks the arguments every primitive shares.

@@ -70,11 +70,7 @@ func NewSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore
 
 func newSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int, opts []Option) (*semaphore, error) {
 	b := kit.BackendOf(cl)
-	cfg, err := newConfig(kind, cl, name, opts)
-	if err != nil {
-		return nil, err
-	}
-	st, err := kit.NewSite(keyspace.SemLayout, kind, cfg, name, limit)
+	st, err := newSite(keyspace.SemLayout, kind, cl, name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
