@@ -1,4 +1,4 @@
-package primitives
+package kit
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -43,8 +42,8 @@ func TestWaitDeadlineAfterUnreachableSaysUnavailable(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 			defer cancel()
 			n := 0
-			a := kit.Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m",
-				Attempt: func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
+			a := Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m",
+				Attempt: func(ctx context.Context, at *Attempt) (latchkit.Lease, error) {
 					if n++; n <= len(c.before) {
 						return nil, c.before[n-1]
 					}

@@ -1,4 +1,4 @@
-package primitives
+package kit
 
 import (
 	"context"
@@ -12,11 +12,10 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/retry"
 )
 
-// The wait loop (config.wait) on a scripted acquisition, without Redis:
+// The wait loop (Config.Wait) on a scripted acquisition, without Redis:
 // each attempt returns the next of a list of outcomes.
 
 type okLease struct{ latchkit.Lease }
@@ -38,9 +37,9 @@ var errUnreachable = &backend.Error{Class: backend.ErrUnavailable, Cause: errors
 
 func held(hint time.Duration) error { return &latchkit.HeldError{WaitHint: hint, Holder: "h"} }
 
-func (s *script) acquisition(try, queues bool) kit.Acquisition {
-	return kit.Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m", Try: try, Queues: queues,
-		Attempt: func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
+func (s *script) acquisition(try, queues bool) Acquisition {
+	return Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m", Try: try, Queues: queues,
+		Attempt: func(ctx context.Context, at *Attempt) (latchkit.Lease, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if s.tokens == nil {
@@ -79,15 +78,15 @@ func (s *script) count() int {
 
 // loopConfig is the config of a primitive whose attempts are scripted
 // (its Client's backend is never called).
-func loopConfig(p retry.Policy) *kit.Config {
+func loopConfig(p retry.Policy) *Config {
 	cl, err := NewClient(struct{ backend.Backend }{})
 	if err != nil {
 		panic(err)
 	}
-	return &kit.Config{Cl: cl.core(), Cls: []*kit.Client{cl.core()}, TTL: time.Second, Retry: p, WaiterTimeout: kit.DefaultWaiterTimeout}
+	return &Config{Cl: cl, Cls: []*Client{cl}, TTL: time.Second, Retry: p, WaiterTimeout: DefaultWaiterTimeout}
 }
 
-func run(ctx context.Context, c *kit.Config, a kit.Acquisition) (latchkit.Lease, *latchkit.Request, error) {
+func run(ctx context.Context, c *Config, a Acquisition) (latchkit.Lease, *latchkit.Request, error) {
 	req := &latchkit.Request{Name: a.Name, Kind: a.Kind, Try: a.Try}
 	var seen []int
 	req.OnAttempt = func(n int, err error) { seen = append(seen, n) }
@@ -159,7 +158,7 @@ func TestWaitOtherErrorsStop(t *testing.T) {
 	for name, outcomes := range map[string][]error{
 		"first":             {wrong},
 		"later":             {held(0), held(0), wrong},
-		"bad reply":         {held(0), kit.BadReply("x")},
+		"bad reply":         {held(0), BadReply("x")},
 		"closed client":     {&backend.Error{Class: backend.ErrClosed, Cause: errors.New("closed")}},
 		"lease lost on try": {fmt.Errorf("wrapped: %w", latchkit.ErrLeaseLost)},
 	} {
@@ -179,24 +178,24 @@ func TestWaitOtherErrorsStop(t *testing.T) {
 // machine, a replica catching up after a resync) must not end a Lock that
 // still has time. A Try returns it at once, and a waiting one that runs
 // out of time says it was the last attempt's outcome. (Before, Lock
-// returned the first ErrNotReplicated: TestReshardReplicaAck failed in CI
+// returned the first latchkit.ErrNotReplicated: TestReshardReplicaAck failed in CI
 // with a 10 s Lock refused after 617 ms.)
 func TestWaitRetriesNotReplicated(t *testing.T) {
-	notAcked := fmt.Errorf("%w: WAIT confirmed 0 of 1 replicas within 200ms; the grant was released", ErrNotReplicated)
+	notAcked := fmt.Errorf("%w: WAIT confirmed 0 of 1 replicas within 200ms; the grant was released", latchkit.ErrNotReplicated)
 	s := &script{outcomes: []error{notAcked, notAcked, nil}}
 	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false)); err != nil || s.count() != 3 {
 		t.Fatalf("Lock: %v after %d attempts, want granted at the third", err, s.count())
 	}
 	s = &script{outcomes: []error{notAcked, nil}}
-	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(true, false)); !errors.Is(err, ErrNotReplicated) || s.count() != 1 {
-		t.Fatalf("TryLock: %v after %d attempts, want ErrNotReplicated after one", err, s.count())
+	if _, _, err := run(context.Background(), loopConfig(retry.Constant(time.Millisecond)), s.acquisition(true, false)); !errors.Is(err, latchkit.ErrNotReplicated) || s.count() != 1 {
+		t.Fatalf("TryLock: %v after %d attempts, want latchkit.ErrNotReplicated after one", err, s.count())
 	}
 	s = &script{outcomes: []error{notAcked}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotReplicated) || s.count() < 2 {
-		t.Fatalf("Lock until its deadline: %v after %d attempts, want DeadlineExceeded and ErrNotReplicated after several", err, s.count())
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, latchkit.ErrNotReplicated) || s.count() < 2 {
+		t.Fatalf("Lock until its deadline: %v after %d attempts, want DeadlineExceeded and latchkit.ErrNotReplicated after several", err, s.count())
 	}
 }
 
@@ -209,14 +208,14 @@ func TestWaitRetriesNotReplicated(t *testing.T) {
 func TestWaitDeadlineMidAttemptSaysWhy(t *testing.T) {
 	for name, refusal := range map[string]error{
 		"held":           held(time.Hour),
-		"not replicated": fmt.Errorf("%w: WAIT confirmed 0 of 1", ErrNotReplicated),
+		"not replicated": fmt.Errorf("%w: WAIT confirmed 0 of 1", latchkit.ErrNotReplicated),
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 			defer cancel()
 			n := 0
-			a := kit.Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m",
-				Attempt: func(ctx context.Context, at *kit.Attempt) (latchkit.Lease, error) {
+			a := Acquisition{Op: "lock", Kind: latchkit.KindMutex, Name: "m",
+				Attempt: func(ctx context.Context, at *Attempt) (latchkit.Lease, error) {
 					if n++; n == 1 {
 						return nil, refusal
 					}
@@ -234,7 +233,7 @@ func TestWaitDeadlineMidAttemptSaysWhy(t *testing.T) {
 	defer cancel()
 	s := &script{outcomes: []error{errUnreachable}}
 	_, _, err := run(ctx, loopConfig(retry.Constant(time.Millisecond)), s.acquisition(false, false))
-	if errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, ErrNotReplicated) {
+	if errors.Is(err, latchkit.ErrNotAcquired) || errors.Is(err, latchkit.ErrNotReplicated) {
 		t.Fatalf("%v: Redis was never reached, nothing refused", err)
 	}
 }
@@ -312,8 +311,8 @@ func TestWaitGiveBackBounded(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err := run(ctx, loopConfig(retry.Constant(time.Hour)), s.acquisition(false, true))
-	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el > 20*time.Millisecond+kit.GiveBackTimeout+time.Second {
-		t.Fatalf("%v after %v: a hung give-back held the caller past deadline + %v", err, el, kit.GiveBackTimeout)
+	if el := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || el > 20*time.Millisecond+GiveBackTimeout+time.Second {
+		t.Fatalf("%v after %v: a hung give-back held the caller past deadline + %v", err, el, GiveBackTimeout)
 	}
 	for deadline := time.Now().Add(5 * time.Second); s.gave.Load() < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -346,7 +345,7 @@ func TestWaitGiveBackBounded(t *testing.T) {
 // Lock returning with its hand-over still held, and the next TryLocks
 // refused by a grant nobody had.)
 func TestWaitGiveBackAfterStall(t *testing.T) {
-	stall := kit.StarvedGiveBack + kit.GiveBackTimeout
+	stall := StarvedGiveBack + GiveBackTimeout
 	s := &script{outcomes: []error{errUnreachable, held(0)}, giveErr: func(n int32) error {
 		if n == 1 {
 			time.Sleep(stall) // not scheduled: the try returns late, its budget spent
@@ -365,7 +364,7 @@ func TestWaitGiveBackAfterStall(t *testing.T) {
 	if n := s.gave.Load(); n != 2 {
 		t.Fatalf("%d give-back tries when the call returned, want 2: the try that the stall ran out of time was left to the background", n)
 	}
-	if el > 20*time.Millisecond+stall+kit.GiveBackTimeout+time.Second {
+	if el > 20*time.Millisecond+stall+GiveBackTimeout+time.Second {
 		t.Fatalf("returned after %v", el)
 	}
 
