@@ -338,14 +338,19 @@ func (r *rig) checkEmpty(t *rapid.T, prefix, why string) {
 // eventually polls cond for up to 3s (background give-backs of a faulted
 // call run on real time), failing t with what cond last said.
 func eventually(t *rapid.T, what string, cond func() string) {
+	if msg := await(cond); msg != "" {
+		fail(t, what, msg)
+	}
+}
+
+// await polls cond for up to 3s, returning "" once it holds, else what it
+// last said.
+func await(cond func() string) string {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			fail(t, what, msg)
+		if msg == "" || time.Now().After(deadline) {
+			return msg
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -31,7 +31,7 @@ type mutexKind struct {
 	ttls []time.Duration
 	// new makes client c's primitive, over t's primitives.Client(s) of
 	// that client's connection(s): each client is a process of its own.
-	new func(t *rapid.T, r *rig, c int, opts []primitives.Option) (primitives.Mutex, error)
+	new func(t clienttest.T, r *rig, c int, opts []primitives.Option) (primitives.Mutex, error)
 	// names: the names client c's primitive takes (its fences are per
 	// name).
 	names func(c int) []string
@@ -54,6 +54,9 @@ type mutexKind struct {
 	// (a Redlock's, decided by a quorum, leaves the last instance's call
 	// running): the check waits for every client to settle first.
 	stragglers bool
+	// waiting reads the places queued in Redis by waiting Locks that are
+	// still live (not holding): what a release would hand the lock to.
+	waiting func(r *rig, prefix string) []string
 }
 
 func one(int) []string { return []string{"m"} }
@@ -74,6 +77,42 @@ func lockKeys(r *rig, prefix string, names ...string) map[string][]time.Duration
 	return out
 }
 
+// mutexWaiting reads, on every server of r, the live entries of the
+// Mutex-layout wait queues of names ("token inbox", live while its
+// liveness is ahead of the clock): the places a release hands the lock to.
+func mutexWaiting(r *rig, prefix string, names ...string) []string {
+	var out []string
+	for i, m := range r.servers() {
+		for _, n := range names {
+			keys := keyspace.MutexLayout.KeysOf(prefix, n)
+			es, _ := m.ZMembers(keys[5])
+			for _, e := range es {
+				if sc, err := m.ZScore(keys[6], e); err == nil && int64(sc) > r.now.UnixMilli() {
+					out = append(out, fmt.Sprintf("%d:%s:%q", i, n, e))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// fairWaiting reads the live tickets of the FairMutex m that do not hold:
+// the tickets a release hands the lock to.
+func fairWaiting(r *rig, prefix string) []string {
+	keys := keyspace.FairLayout.KeysOf(prefix, "m")
+	ts, _ := r.m.ZMembers(keys[0])
+	var out []string
+	for _, t := range ts {
+		if r.m.HGet(keys[4], t) != "" {
+			continue // a holder's ticket
+		}
+		if sc, err := r.m.ZScore(keys[1], t); err == nil && int64(sc) > r.now.UnixMilli() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // lockValue is what a Mutex-layout lock held by l stores: its token and
 // its fence.
 func lockValue(l latchkit.Lease) string {
@@ -87,13 +126,14 @@ var multiNames = [][]string{{"a", "b"}, {"b", "c"}, {"a", "b", "c"}, {"b"}}
 
 var mutexKinds = []mutexKind{
 	{name: "Mutex", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmMutex) }, names: one,
-		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+		new: func(t clienttest.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
 			return primitives.NewMutex(clienttest.For(t, r.clients[c].b), "m", o...)
 		},
-		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
-		width: func(*rig, int) int { return 1 }, exactHint: true},
+		held:    func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
+		waiting: func(r *rig, p string) []string { return mutexWaiting(r, p, "m") },
+		width:   func(*rig, int) int { return 1 }, exactHint: true},
 	{name: "FairMutex", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmFairMutex) }, names: one,
-		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+		new: func(t clienttest.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
 			return primitives.NewFairMutex(clienttest.For(t, r.clients[c].b), "m", o...)
 		},
 		held: func(r *rig, p string) map[string][]time.Duration {
@@ -107,17 +147,19 @@ var mutexKinds = []mutexKind{
 			}
 			return out
 		},
-		width: func(*rig, int) int { return 1 }},
+		waiting: fairWaiting,
+		width:   func(*rig, int) int { return 1 }},
 	{name: "MultiLock", rig: newRig, warm: func(t *testing.T, r *rig) { r.warm(t, warmMulti) },
 		names: func(c int) []string { return multiNames[c%len(multiNames)] },
-		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+		new: func(t clienttest.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
 			if n := multiNames[c%len(multiNames)]; len(n) > 1 {
 				return primitives.NewMultiLock(clienttest.For(t, r.clients[c].b), n, o...)
 			}
 			return primitives.NewMutex(clienttest.For(t, r.clients[c].b), "b", o...)
 		},
-		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "a", "b", "c") },
-		width: func(_ *rig, c int) int { return len(multiNames[c%len(multiNames)]) }, exactHint: true},
+		held:    func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "a", "b", "c") },
+		waiting: func(r *rig, p string) []string { return mutexWaiting(r, p, "a", "b", "c") },
+		width:   func(_ *rig, c int) int { return len(multiNames[c%len(multiNames)]) }, exactHint: true},
 	{name: "Redlock", rig: func(t *testing.T) *rig { return newRigOf(t, 3) }, ttls: []time.Duration{time.Second, 10 * time.Second},
 		warm: func(t *testing.T, r *rig) {
 			for i := range r.servers() {
@@ -125,11 +167,12 @@ var mutexKinds = []mutexKind{
 			}
 		},
 		names: one,
-		new: func(t *rapid.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
+		new: func(t clienttest.T, r *rig, c int, o []primitives.Option) (primitives.Mutex, error) {
 			return primitives.NewRedlock(clienttest.All(t, r.clients[c].backends()), "m", clienttest.Fitting[primitives.RedlockOption](o)...)
 		},
-		held:  func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
-		width: func(r *rig, _ int) int { return len(r.servers()) }, quorum: 2, exactHint: true, stragglers: true,
+		held:    func(r *rig, p string) map[string][]time.Duration { return lockKeys(r, p, "m") },
+		waiting: func(r *rig, p string) []string { return mutexWaiting(r, p, "m") },
+		width:   func(r *rig, _ int) int { return len(r.servers()) }, quorum: 2, exactHint: true, stragglers: true,
 		more: redlockFaults},
 }
 
@@ -222,26 +265,7 @@ func testMutex(t *testing.T, k mutexKind) {
 		}
 		// noStranger: the keys are held by the model's holder, each for
 		// the TTL the model says, or by nobody.
-		noStranger := func() string {
-			got := k.held(r, prefix)
-			h := holder()
-			if h == nil {
-				if len(got) > 0 {
-					return fmt.Sprintf("held by %v, the model says free", got)
-				}
-				return ""
-			}
-			left := h.exp.Sub(r.now)
-			want := map[string][]time.Duration{h.l.Token(): slices.Repeat([]time.Duration{left}, k.width(r, h.c))}
-			if k.quorum > 0 && len(got) == 1 && len(got[h.l.Token()]) >= k.quorum {
-				// On a quorum, the others lost their data.
-				want[h.l.Token()] = want[h.l.Token()][:len(got[h.l.Token()])]
-			}
-			if !maps.EqualFunc(got, want, slices.Equal) {
-				return fmt.Sprintf("held by %v, the model says %v (%v)", got, want, h)
-			}
-			return ""
-		}
+		noStranger := func() string { return k.stranger(r, prefix, holder()) }
 		actions := ls.actions(ttl)
 		actions["TryLock"] = func(t *rapid.T) {
 			c := client(t)
@@ -279,7 +303,7 @@ func testMutex(t *testing.T, k mutexKind) {
 				// What it reserved or queued is given back within the
 				// give-back's budget, or in the background past it (a
 				// busy machine).
-				eventually(t, "after a Lock gave up", noStranger)
+				eventually(t, "after a Lock gave up", func() string { return k.gaveUp(r, prefix, h) })
 				return
 			}
 			want(t, "Lock of a free lock", err, "nil")
@@ -355,6 +379,36 @@ func testMutex(t *testing.T, k mutexKind) {
 		}
 		t.Repeat(ls.traced(actions))
 	})
+}
+
+// stranger says how the keys in Redis differ from the model's holder h
+// (nil: the lock is free): "" when they are held by h, each for the TTL
+// the model says, or by nobody.
+func (k mutexKind) stranger(r *rig, prefix string, h *mlease) string {
+	got := k.held(r, prefix)
+	if h == nil {
+		if len(got) > 0 {
+			return fmt.Sprintf("held by %v, the model says free", got)
+		}
+		return ""
+	}
+	left := h.exp.Sub(r.now)
+	want := map[string][]time.Duration{h.l.Token(): slices.Repeat([]time.Duration{left}, k.width(r, h.c))}
+	if k.quorum > 0 && len(got) == 1 && len(got[h.l.Token()]) >= k.quorum {
+		// On a quorum, the others lost their data.
+		want[h.l.Token()] = want[h.l.Token()][:len(got[h.l.Token()])]
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		return fmt.Sprintf("held by %v, the model says %v (%v)", got, want, h)
+	}
+	return ""
+}
+
+// gaveUp says what remains in Redis of a Lock that gave up while the model's
+// holder h held the lock, once its give-back is done: "" when nothing does
+// (the holder is h's alone).
+func (k mutexKind) gaveUp(r *rig, prefix string, h *mlease) string {
+	return k.stranger(r, prefix, h)
 }
 
 // redlockFaults are the faults of one instance of a Redlock's: an
