@@ -21,7 +21,7 @@
 // After every step the state is checked against the model: who holds and
 // how many permits (the holders in Redis are exactly the leases the model
 // considers live, so at most the limit, and nothing is held by a token
-// nobody has), what each call returned (grant or not, wait hints, TTLs,
+// nobody has, nor, for a lock, queued for a Lock that gave up), what each call returned (grant or not, wait hints, TTLs,
 // the error kinds, fences strictly increasing per name), how many "lease
 // lost" records were logged, every key under the test's prefix has an
 // expiry, and once no lease is live and the retention and the markers'

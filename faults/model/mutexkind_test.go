@@ -99,7 +99,12 @@ func mutexWaiting(r *rig, prefix string, names ...string) []string {
 // fairWaiting reads the live tickets of the FairMutex m that do not hold:
 // the tickets a release hands the lock to.
 func fairWaiting(r *rig, prefix string) []string {
-	keys := keyspace.FairLayout.KeysOf(prefix, "m")
+	return fairWaitingIn(r, keyspace.FairLayout.KeysOf(prefix, "m"))
+}
+
+// fairWaitingIn reads the live tickets that do not hold in the
+// FairSemaphore-layout keys.
+func fairWaitingIn(r *rig, keys []string) []string {
 	ts, _ := r.m.ZMembers(keys[0])
 	var out []string
 	for _, t := range ts {
@@ -357,8 +362,10 @@ func testMutex(t *testing.T, k mutexKind) {
 			}
 			ls.touch()
 			pn.set("after")
-			if !recovered(func() { _, _ = mus[c].TryLock(context.Background()) }) {
-				t.Fatalf("the middleware did not panic")
+			var err error
+			if !recovered(func() { _, err = mus[c].TryLock(context.Background()) }) {
+				// Not granted: what the free lock's TryLock said.
+				fail(t, "the middleware did not panic", err, "\n"+r.dump(prefix, ls))
 			}
 			eventually(t, "after a middleware panicked on a grant", noStranger)
 		}
@@ -374,6 +381,9 @@ func testMutex(t *testing.T, k mutexKind) {
 			}
 			if msg := noStranger(); msg != "" {
 				fail(t, "the holder in Redis is not the model's", msg, "\n"+r.dump(prefix, ls))
+			}
+			if msg := k.noWaiter(r, prefix); msg != "" {
+				fail(t, "a place is queued in Redis for no waiter", msg, "\n"+r.dump(prefix, ls))
 			}
 			ls.checkKeys(t)
 		}
@@ -404,11 +414,26 @@ func (k mutexKind) stranger(r *rig, prefix string, h *mlease) string {
 	return ""
 }
 
-// gaveUp says what remains in Redis of a Lock that gave up while the model's
-// holder h held the lock, once its give-back is done: "" when nothing does
-// (the holder is h's alone).
+// gaveUp says what remains in Redis of a Lock that gave up while the
+// model's holder h held the lock: "" once its give-back has landed, when the
+// holder is h's alone and nothing waits in the queue. The place it queued
+// is given back too: left live after the call returned (a give-back past
+// its budget goes on in the background), the holder's next release would
+// hand the lock to it, for nobody (TestRegressGaveUpLockThenRelease).
 func (k mutexKind) gaveUp(r *rig, prefix string, h *mlease) string {
-	return k.stranger(r, prefix, h)
+	if msg := k.stranger(r, prefix, h); msg != "" {
+		return msg
+	}
+	return k.noWaiter(r, prefix)
+}
+
+// noWaiter says which places are queued in Redis, live, although the
+// model has no waiting call between its steps: "" when none.
+func (k mutexKind) noWaiter(r *rig, prefix string) string {
+	if q := k.waiting(r, prefix); len(q) > 0 {
+		return fmt.Sprintf("queued %v, the model has no waiter", q)
+	}
+	return ""
 }
 
 // redlockFaults are the faults of one instance of a Redlock's: an
