@@ -27,6 +27,9 @@ type semKind struct {
 	// exactHint: a refused Try's wait hint is the earliest holder's
 	// remaining time.
 	exactHint bool
+	// waiting reads the live places queued by waiting acquisitions that
+	// do not hold (nil: the kind does not queue).
+	waiting func(r *rig, keys []string) []string
 }
 
 var semKinds = []semKind{
@@ -51,7 +54,8 @@ var semKinds = []semKind{
 				}
 			}
 			return out
-		}},
+		},
+		waiting: fairWaitingIn},
 }
 
 // weightsKey is the index of the weights hash in each layout.
@@ -180,6 +184,17 @@ func testSemaphore(t *testing.T, k semKind) {
 			}
 			return ""
 		}
+		// noWaiter: no live place is queued (the model has no waiting
+		// call between its steps).
+		noWaiter := func() string {
+			if k.waiting == nil {
+				return ""
+			}
+			if q := k.waiting(r, keys); len(q) > 0 {
+				return fmt.Sprintf("queued %v, the model has no waiter", q)
+			}
+			return ""
+		}
 		try := func(t *rapid.T, c, n int, what string) {
 			exp := outcome(n)
 			if n >= 1 {
@@ -239,6 +254,16 @@ func testSemaphore(t *testing.T, k semKind) {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					fail(t, "AcquireN of permits not free did not give up at its deadline", err)
 				}
+				// Its queued ticket is given back, in the background
+				// past the give-back's budget on a busy machine: the
+				// next release would hand permits to it (see
+				// TestRegressGaveUpLockThenRelease).
+				eventually(t, "after an AcquireN gave up", func() string {
+					if msg := holders(); msg != "" {
+						return msg
+					}
+					return noWaiter()
+				})
 				return
 			}
 			want(t, "AcquireN", err, exp, n, effLimit(), used())
@@ -315,6 +340,9 @@ func testSemaphore(t *testing.T, k semKind) {
 		actions[""] = func(t *rapid.T) {
 			if msg := holders(); msg != "" {
 				fail(t, "the holders in Redis are not the model's", msg, "\n"+r.dump(prefix, ls))
+			}
+			if msg := noWaiter(); msg != "" {
+				fail(t, "a place is queued in Redis for no waiter", msg, "\n"+r.dump(prefix, ls))
 			}
 			if stored > 0 && r.now.Before(storedExp) {
 				v, err := r.m.Get(limitKey(keys))
