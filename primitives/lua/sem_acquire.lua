@@ -24,6 +24,41 @@
 -- within a third of it: while the mark lives, a release wakes every
 -- waiter instead of as many as it freed permits, since the oldest waiters
 -- may need more than were freed.
+--
+-- The fast path is the grant of one permit, without an annotation, to a
+-- token that neither holds nor finished, on a semaphore with room and no
+-- holder expired, where no annotation, weight or stored limit exists
+-- (one EXISTS for the three): the slow path's grant, written out, with
+-- one TIME for the clock and the fence, and the fence counter raised from
+-- the GET that checks it (raise_fence's INCR, in one script, is that
+-- value plus one). The first write, the fence's HSET, type-checks the
+-- fences; when it fails, nothing was written. Any other case goes on to
+-- the slow path.
+if ARGV[4] == '1' and ARGV[6] == '' and redis.call('EXISTS', KEYS[5], KEYS[6], KEYS[7]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local ttl = tonumber(ARGV[2])
+  local used = redis.call('ZCARD', KEYS[1])
+  local room = used < tonumber(ARGV[3])
+  if room and used > 0 then -- not the token's, and the earliest holder still live
+    if redis.call('ZSCORE', KEYS[1], ARGV[1]) then room = false
+    else room = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]) > now end
+  end
+  local c = room and redis.call('GET', KEYS[2])
+  if room and (not c or c == '0' or (#c <= 18 and string.find(c, '^%-?[1-9]%d*$'))) -- a counter, as is_counter
+      and not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+    local f = math.max((tonumber(c) or 0) + 1, us)
+    if type(redis.pcall('HSET', KEYS[3], ARGV[1], f)) == 'number' then
+      redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[7])
+      redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+      if used == 0 or redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end -- a new key has no expiry
+      if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+      return {1, f}
+    end
+  end
+end
+--@slow
 local now = now_ms()
 local ttl, n = tonumber(ARGV[2]), tonumber(ARGV[4])
 local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])

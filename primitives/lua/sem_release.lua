@@ -16,6 +16,28 @@
 -- The release message counts the permits freed, each waking one waiter;
 -- while a waiter for several permits is marked (see sem_acquire) it wakes
 -- every waiter.
+--
+-- The fast path is the release (or give-back) of a live holder where no
+-- annotation and no weight exists (one EXISTS for both: one permit, no
+-- waiter's mark), written out as the slow path and remember do it; the
+-- fences are type-checked by a read, the finished tokens by the first
+-- write (remember's trim). Any other case goes on to the slow path.
+if ARGV[3] ~= '0' and redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if exp and tonumber(exp) > now then
+    redis.call('HLEN', KEYS[3])
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - $MARKER_MS)
+    redis.call('ZREM', KEYS[1], ARGV[1])
+    redis.call('HDEL', KEYS[3], ARGV[1])
+    redis.call('ZADD', KEYS[4], now, ARGV[1])
+    redis.call('PEXPIRE', KEYS[4], $MARKER_MS)
+    redis.pcall('PUBLISH', ARGV[2], '1')
+    return 1
+  end
+end
+--@slow
 local now = now_ms()
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local done = redis.call('ZSCORE', KEYS[4], ARGV[1])
