@@ -14,6 +14,30 @@
 -- must not be taken for a late copy.
 -- Reply: 1 released (now or by an earlier try of this release), 0 not
 -- held.
+--
+-- The fast path is the release (or give-back) of a live reader, written
+-- out as the slow path and remember do it; the fences and annotations are
+-- type-checked by reads (the annotations' HDEL left out when there are
+-- none), the finished tokens by the first write (remember's trim). Any
+-- other case goes on to the slow path.
+if ARGV[3] ~= '0' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if exp and tonumber(exp) > now then
+    redis.call('HLEN', KEYS[5])
+    local notes = redis.call('HLEN', KEYS[7])
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - $MARKER_MS)
+    redis.call('ZREM', KEYS[1], ARGV[1])
+    redis.call('HDEL', KEYS[5], ARGV[1])
+    if notes > 0 then redis.call('HDEL', KEYS[7], ARGV[1]) end
+    redis.call('ZADD', KEYS[6], now, ARGV[1])
+    redis.call('PEXPIRE', KEYS[6], $MARKER_MS)
+    if redis.call('ZCOUNT', KEYS[1], now + 1, '+inf') == 0 then redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL') end
+    return 1
+  end
+end
+--@slow
 local now = now_ms()
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[7]); redis.call('ZCARD', KEYS[6])
