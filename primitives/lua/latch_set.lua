@@ -14,6 +14,18 @@
 -- A latch at zero (or whose key expired) is re-armed: ids older than
 -- $MARKER_MS ms are forgotten, the count and round set, and the key lives
 -- the retention from now.
+--
+-- The fast path is the setting of a latch whose key does not exist
+-- (never set, or expired): nothing to forget, the count and round set as
+-- the slow path sets them. Any other case goes on to the slow path.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('HSET', KEYS[1], 'count', ARGV[2], 'initial', ARGV[2], 'round', ARGV[1], 's:' .. ARGV[1], now)
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 1
+end
+--@slow
 local n, bad = latch_count(KEYS[1]); if bad then return bad end
 local mine = 's:' .. ARGV[1]
 if redis.call('HEXISTS', KEYS[1], mine) == 1 then return 1 end
