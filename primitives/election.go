@@ -326,7 +326,7 @@ func (o *observer) take() ([]string, bool) {
 func (e *election) observe(ctx context.Context, out chan<- LeaderInfo) {
 	defer close(out)
 	o := &observer{}
-	h := e.cfg.Cl.Pubsub()
+	h := e.cfg.Cl.Hub()
 	if h == nil {
 		return // closed meanwhile
 	}

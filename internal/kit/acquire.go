@@ -179,7 +179,7 @@ func (c *Config) Wait(ctx context.Context, req *latchkit.Request, a *Acquisition
 		if a.WakeID {
 			id = wakeID(at.Token)
 		}
-		wake = pubsub.NewWake(c.Cl.Pubsub(), id, a.Chans)
+		wake = pubsub.NewWake(c.Cl.Hub(), id, a.Chans)
 		defer wake.Close()
 	}
 	bound := false // ctx ends at the Client's Close too, once the loop waits

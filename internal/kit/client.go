@@ -12,153 +12,6 @@ import (
 	"github.com/latchkit/latchkit/internal/pubsub"
 )
 
-// closedBit marks Client.calls once Close has begun.
-const closedBit = int64(1) << 62
-
-// ErrClientClosed is what a call on a closed Client returns, and the cause
-// of the contexts Close ends.
-var ErrClientClosed = fmt.Errorf("latchkit: client closed: %w", latchkit.ErrClosed)
-
-// BackendOf is c's backend, nil for a nil Client (which NewConfig
-// refuses).
-func BackendOf(c *Client) backend.Backend {
-	if c == nil {
-		return nil
-	}
-	return c.b
-}
-
-// begin enters a call: it returns an error matching latchkit.ErrClosed
-// once Close has begun, and otherwise counts the call in flight until end.
-func (c *Client) begin() error {
-	if c.calls.Add(1)&closedBit != 0 {
-		c.end()
-		return ErrClientClosed
-	}
-	return nil
-}
-
-// end leaves a call begun by begin.
-func (c *Client) end() {
-	if c.calls.Add(-1) == closedBit {
-		c.drainOnce.Do(func() { close(c.drained) })
-	}
-}
-
-// bind returns ctx, ended also (with ErrClientClosed as its cause) when
-// Close begins, and the function that releases what bind took.
-func (c *Client) bind(ctx context.Context) (context.Context, func()) {
-	bctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClientClosed) })
-	return bctx, func() { stop(); cancel(context.Canceled) }
-}
-
-// track adds a lease to those Close releases.
-func (c *Client) track(l *Lease) {
-	c.mu.Lock()
-	c.leases[l] = struct{}{}
-	c.mu.Unlock()
-}
-
-// untrack drops an ended lease.
-func (c *Client) untrack(l *Lease) {
-	c.mu.Lock()
-	delete(c.leases, l)
-	c.mu.Unlock()
-}
-
-// Spawn runs f on a goroutine of the Client's background work: Close waits
-// for it, and ends ctx when its own context ends first.
-func (c *Client) Spawn(f func(ctx context.Context)) {
-	c.mu.Lock()
-	c.bgN++
-	c.mu.Unlock()
-	go func() {
-		defer func() {
-			c.mu.Lock()
-			c.bgN--
-			if c.bgN == 0 && c.bgIdle != nil {
-				select {
-				case <-c.bgIdle:
-				default:
-					close(c.bgIdle)
-				}
-			}
-			c.mu.Unlock()
-		}()
-		f(c.bgCtx)
-	}()
-}
-
-// renewerFor returns the Client's renewer for leases renewed by a script on
-// b (b is the Client's backend), or, for nil b, by their holder's extend.
-func (c *Client) renewerFor(b backend.Backend) *renewer {
-	if b == nil {
-		return c.extend
-	}
-	return c.renew
-}
-
-// Pubsub returns the Client's pub/sub Hub, made on first use; nil once
-// Close has shut it.
-func (c *Client) Pubsub() *pubsub.Hub {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hub == nil && !c.hubShut {
-		c.hub = pubsub.NewHub(c.b, pubsub.WithLinger(pubsub.DefaultLinger))
-	}
-	return c.hub
-}
-
-// CheckClient is why a constructor refuses c: nil, or closed.
-func CheckClient(c *Client) error {
-	switch {
-	case c == nil:
-		return fmt.Errorf("%w: nil client: make one with NewClient", latchkit.ErrInvalid)
-	case c.calls.Load()&closedBit != 0:
-		return ErrClientClosed
-	}
-	return nil
-}
-
-// Begin enters a call on every Client of the primitive (see Client.begin).
-func (c *Config) Begin() error {
-	for i, cl := range c.Cls {
-		if err := cl.begin(); err != nil {
-			for _, d := range c.Cls[:i] {
-				d.end()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// End leaves a call begun by begin.
-func (c *Config) End() {
-	for _, cl := range c.Cls {
-		cl.end()
-	}
-}
-
-// Bind is Client.bind for every Client of the primitive.
-func (c *Config) Bind(ctx context.Context) (context.Context, func()) {
-	if len(c.Cls) == 1 {
-		return c.Cl.bind(ctx)
-	}
-	bctx, cancel := context.WithCancelCause(ctx)
-	stops := make([]func() bool, len(c.Cls))
-	for i, cl := range c.Cls {
-		stops[i] = context.AfterFunc(cl.ctx, func() { cancel(ErrClientClosed) })
-	}
-	return bctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel(context.Canceled)
-	}
-}
-
 // Client is the machinery behind a primitives.Client: it owns the
 // background work of the primitives made from it, over one backend, until
 // Close. Every goroutine latchkit starts belongs to one: the renewals of
@@ -292,6 +145,153 @@ func (c *Client) Close(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.closed)
 	return err
+}
+
+// closedBit marks Client.calls once Close has begun.
+const closedBit = int64(1) << 62
+
+// ErrClientClosed is what a call on a closed Client returns, and the cause
+// of the contexts Close ends.
+var ErrClientClosed = fmt.Errorf("latchkit: client closed: %w", latchkit.ErrClosed)
+
+// BackendOf is c's backend, nil for a nil Client (which NewConfig
+// refuses).
+func BackendOf(c *Client) backend.Backend {
+	if c == nil {
+		return nil
+	}
+	return c.b
+}
+
+// begin enters a call: it returns an error matching latchkit.ErrClosed
+// once Close has begun, and otherwise counts the call in flight until end.
+func (c *Client) begin() error {
+	if c.calls.Add(1)&closedBit != 0 {
+		c.end()
+		return ErrClientClosed
+	}
+	return nil
+}
+
+// end leaves a call begun by begin.
+func (c *Client) end() {
+	if c.calls.Add(-1) == closedBit {
+		c.drainOnce.Do(func() { close(c.drained) })
+	}
+}
+
+// bind returns ctx, ended also (with ErrClientClosed as its cause) when
+// Close begins, and the function that releases what bind took.
+func (c *Client) bind(ctx context.Context) (context.Context, func()) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClientClosed) })
+	return bctx, func() { stop(); cancel(context.Canceled) }
+}
+
+// track adds a lease to those Close releases.
+func (c *Client) track(l *Lease) {
+	c.mu.Lock()
+	c.leases[l] = struct{}{}
+	c.mu.Unlock()
+}
+
+// untrack drops an ended lease.
+func (c *Client) untrack(l *Lease) {
+	c.mu.Lock()
+	delete(c.leases, l)
+	c.mu.Unlock()
+}
+
+// Spawn runs f on a goroutine of the Client's background work: Close waits
+// for it, and ends ctx when its own context ends first.
+func (c *Client) Spawn(f func(ctx context.Context)) {
+	c.mu.Lock()
+	c.bgN++
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.bgN--
+			if c.bgN == 0 && c.bgIdle != nil {
+				select {
+				case <-c.bgIdle:
+				default:
+					close(c.bgIdle)
+				}
+			}
+			c.mu.Unlock()
+		}()
+		f(c.bgCtx)
+	}()
+}
+
+// renewerFor returns the Client's renewer for leases renewed by a script on
+// b (b is the Client's backend), or, for nil b, by their holder's extend.
+func (c *Client) renewerFor(b backend.Backend) *renewer {
+	if b == nil {
+		return c.extend
+	}
+	return c.renew
+}
+
+// Hub returns the Client's pub/sub Hub, made on first use; nil once
+// Close has shut it.
+func (c *Client) Hub() *pubsub.Hub {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hub == nil && !c.hubShut {
+		c.hub = pubsub.NewHub(c.b, pubsub.WithLinger(pubsub.DefaultLinger))
+	}
+	return c.hub
+}
+
+// CheckClient is why a constructor refuses c: nil, or closed.
+func CheckClient(c *Client) error {
+	switch {
+	case c == nil:
+		return fmt.Errorf("%w: nil client: make one with NewClient", latchkit.ErrInvalid)
+	case c.calls.Load()&closedBit != 0:
+		return ErrClientClosed
+	}
+	return nil
+}
+
+// Begin enters a call on every Client of the primitive (see Client.begin).
+func (c *Config) Begin() error {
+	for i, cl := range c.Cls {
+		if err := cl.begin(); err != nil {
+			for _, d := range c.Cls[:i] {
+				d.end()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// End leaves a call begun by Begin.
+func (c *Config) End() {
+	for _, cl := range c.Cls {
+		cl.end()
+	}
+}
+
+// Bind is Client.bind for every Client of the primitive.
+func (c *Config) Bind(ctx context.Context) (context.Context, func()) {
+	if len(c.Cls) == 1 {
+		return c.Cl.bind(ctx)
+	}
+	bctx, cancel := context.WithCancelCause(ctx)
+	stops := make([]func() bool, len(c.Cls))
+	for i, cl := range c.Cls {
+		stops[i] = context.AfterFunc(cl.ctx, func() { cancel(ErrClientClosed) })
+	}
+	return bctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(context.Canceled)
+	}
 }
 
 // RenewerWakes is how many times the renewer of c's backend has woken up

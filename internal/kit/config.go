@@ -26,6 +26,9 @@ const defaultTTL = 10 * time.Second
 // DefaultPrefix is the key namespace when WithPrefix is not given.
 const DefaultPrefix = keyspace.DefaultPrefix
 
+// Config is a primitive's configuration: the options every primitive
+// shares, set by package primitives' With functions over the defaults and
+// checked by NewConfig.
 type Config struct {
 	Cl         *Client   // the primitive's (a Redlock's first)
 	Cls        []*Client // every Client whose Close releases its leases: {cl}, or a Redlock's
@@ -58,6 +61,8 @@ const MinTTL = 3 * time.Millisecond
 // last grant when WithRetention is not given.
 const defaultRetention = keyspace.DefaultRetention
 
+// OwnerKey is the context key of the owner primitives.WithOwner sets (see
+// ownerFrom).
 type OwnerKey struct{}
 
 // ownerFrom returns the owner set by WithOwner, if any.
