@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/resptest"
 )
 
 // replyDecoder builds a go-redis reply value from fuzz bytes: a byte picks
@@ -181,22 +182,6 @@ func matches(in any, out backend.Value) bool {
 	return false
 }
 
-// closed reports whether v is in the closed set of backend.Value.
-func closed(v backend.Value) bool {
-	switch x := v.(type) {
-	case nil, int64, string:
-		return true
-	case []backend.Value:
-		for _, e := range x {
-			if !closed(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
 // FuzzNormalize checks goredis.Normalize on arbitrary nested go-redis
 // replies (nil, int64, string, []byte, bool, float64, []any, map[any]any,
 // go-redis error replies, other errors and types go-redis never returns):
@@ -250,7 +235,7 @@ func FuzzNormalize(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Normalize(%#v): %v", in, err)
 		}
-		if !closed(out) {
+		if !resptest.Closed(out) {
 			t.Fatalf("Normalize(%#v) = %#v: outside the closed set", in, out)
 		}
 		if !matches(in, out) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/redigoreply"
+	"github.com/latchkit/latchkit/internal/resptest"
 )
 
 // Normalize maps every reply redigo hands back onto the closed set of
@@ -131,22 +132,6 @@ func matches(in any, out backend.Value) bool {
 	return false
 }
 
-// inSet reports whether v is made only of the closed set of backend.Value.
-func inSet(v backend.Value) bool {
-	switch x := v.(type) {
-	case nil, int64, string:
-		return true
-	case []backend.Value:
-		for _, e := range x {
-			if !inSet(e) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
 // FuzzNormalize: whatever redigo could hand back (and what it could not),
 // Normalize never panics, returns only the closed set of backend.Value, the
 // documented conversion of its input, or an error that is a
@@ -166,7 +151,7 @@ func FuzzNormalize(f *testing.F) {
 			}
 			return
 		}
-		if err != nil || !inSet(out) || !matches(in, out) {
+		if err != nil || !resptest.Closed(out) || !matches(in, out) {
 			t.Fatalf("Normalize(%#v) = %#v, %v", in, out, err)
 		}
 	})

@@ -286,14 +286,16 @@ func (g *respGen) value(depth int) (bad bool) {
 	return bad
 }
 
-// closed reports whether v is in the closed set of backend.Value.
-func closed(v backend.Value) bool {
+// Closed reports whether v is in the closed set of backend.Value (nil,
+// int64, string, []backend.Value of those): what every adapter's
+// normalization must return.
+func Closed(v backend.Value) bool {
 	switch x := v.(type) {
 	case nil, int64, string:
 		return true
 	case []backend.Value:
 		for _, e := range x {
-			if !closed(e) {
+			if !Closed(e) {
 				return false
 			}
 		}
@@ -387,7 +389,7 @@ func FuzzNormalize(f *testing.F, fetch Fetch) {
 		if generated && mustFail {
 			t.Fatalf("Normalize(%q) = %#v, nil for a reply holding an error", data, v)
 		}
-		if !closed(v) {
+		if !Closed(v) {
 			t.Fatalf("Normalize(%q) = %#v: outside the closed set", data, v)
 		}
 		switch {
