@@ -65,6 +65,7 @@ type row struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	driverLog := redistest.LimitGoRedisLog(os.Stderr, 3)
 	start := time.Now()
 	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
 	go watchScheduler(stopWatch, watchDone)
@@ -79,6 +80,9 @@ func TestMain(m *testing.M) {
 	}
 	if code == 0 {
 		code = leakcheck.Check()
+	}
+	if sum := driverLog.Summary(); sum != "" {
+		fmt.Fprintln(os.Stderr, sum)
 	}
 	os.Exit(code)
 }
