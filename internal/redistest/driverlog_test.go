@@ -11,8 +11,7 @@ import (
 // the summary; a line said once is printed once.
 func TestDriverLogPrintsEachLineAtMostMaxTimes(t *testing.T) {
 	var buf bytes.Buffer
-	l := &DriverLog{max: 3, seen: map[string]int{}}
-	l.out = newLogger(&buf)
+	l := newDriverLog(&buf, 3)
 	for range 1000 {
 		l.Printf(context.Background(), "sentinel: new master=%q addr=%q", "latchkit", "127.0.0.1:1")
 	}
@@ -27,7 +26,7 @@ func TestDriverLogPrintsEachLineAtMostMaxTimes(t *testing.T) {
 	if !strings.Contains(sum, "997 repeated log lines dropped") || !strings.Contains(sum, "1000× sentinel: new master") {
 		t.Errorf("summary = %q", sum)
 	}
-	if (&DriverLog{seen: map[string]int{}}).Summary() != "" {
+	if newDriverLog(&buf, 3).Summary() != "" {
 		t.Error("a logger that dropped nothing has a summary")
 	}
 }
