@@ -20,6 +20,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -42,6 +43,9 @@ type Proxy struct {
 	conns     map[*link]struct{}
 	closed    bool
 	wg        sync.WaitGroup
+	// holding counts the links with bytes read from their client and not
+	// yet written to their server: see Holding.
+	holding atomic.Int64
 }
 
 // link is one proxied connection. Its RESP bookkeeping is guarded by the
@@ -123,9 +127,17 @@ func (p *Proxy) requests(l *link) {
 	defer p.drop(l)
 	buf := make([]byte, 32<<10)
 	var pending []byte // read, not yet forwarded
+	defer func() {
+		if len(pending) > 0 {
+			p.holding.Add(-1) // gone with the link
+		}
+	}()
 	for {
 		n, err := l.client.Read(buf)
 		if n > 0 {
+			if len(pending) == 0 {
+				p.holding.Add(1)
+			}
 			pending = append(pending, buf[:n]...)
 			for len(pending) > 0 {
 				p.mu.Lock()
@@ -153,6 +165,9 @@ func (p *Proxy) requests(l *link) {
 					return
 				}
 				pending = pending[cut:]
+				if len(pending) == 0 {
+					p.holding.Add(-1)
+				}
 			}
 		}
 		if err != nil {
@@ -375,47 +390,6 @@ func reset(c net.Conn) {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
-}
-
-// SetLatency delays every chunk forwarded in either direction by d (0: none).
-func (p *Proxy) SetLatency(d time.Duration) {
-	p.mu.Lock()
-	p.latency = d
-	p.mu.Unlock()
-}
-
-// Blackhole holds (on) or releases (off) all traffic: connections stay
-// open, bytes are neither forwarded nor refused, as in a partition. Bytes
-// held are forwarded when it ends.
-func (p *Proxy) Blackhole(on bool) {
-	p.mu.Lock()
-	p.blackhole = on
-	p.mu.Unlock()
-	p.cond.Broadcast()
-}
-
-// ResetAll resets every open connection (both ends): a connection reset
-// for whatever was in flight. New connections are accepted as before.
-func (p *Proxy) ResetAll() {
-	p.mu.Lock()
-	links := make([]*link, 0, len(p.conns))
-	for l := range p.conns {
-		links = append(links, l)
-	}
-	p.mu.Unlock()
-	for _, l := range links {
-		reset(l.client)
-		reset(l.server)
-	}
-}
-
-// DropNextReplies makes the next n chunks the server sends be discarded,
-// each resetting its connection: the server has run the command, the
-// client sees a reset instead of the reply.
-func (p *Proxy) DropNextReplies(n int) {
-	p.mu.Lock()
-	p.dropReply = n
-	p.mu.Unlock()
 }
 
 // Close stops the proxy and resets every connection.

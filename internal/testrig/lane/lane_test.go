@@ -1,7 +1,9 @@
 package lane
 
 import (
+	"flag"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -39,5 +41,32 @@ func TestLongLaneTakesEverything(t *testing.T) {
 	}
 	if got := Pick(1, 2); got != 2 {
 		t.Errorf("long lane: Pick = %d, want 2", got)
+	}
+}
+
+func TestWidenRaisesParallelInTheFastLaneOnly(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	given := false
+	flag.Visit(func(v *flag.Flag) { given = given || v.Name == "test.parallel" })
+	if given {
+		t.Skip("-parallel given: Widen leaves it")
+	}
+	want := strconv.Itoa(FastParallelism)
+	if raceDetector {
+		want = "2" // left as it was
+	}
+	was := f.Value.String()
+	t.Cleanup(func() { _ = f.Value.Set(was) })
+
+	t.Setenv(Env, "1")
+	_ = f.Value.Set("2")
+	Widen()
+	if got := f.Value.String(); got != "2" {
+		t.Errorf("long lane: -parallel %s after Widen, want 2 (go test's default left alone)", got)
+	}
+	t.Setenv(Env, "")
+	Widen()
+	if got := f.Value.String(); got != want {
+		t.Errorf("fast lane (race detector %v): -parallel %s after Widen, want %s", raceDetector, got, want)
 	}
 }

@@ -1,5 +1,5 @@
-// Package clienttest gives tests a primitives.Client per backend, closed
-// when the test ends.
+// Package clienttest gives tests a Client (kit.Client, which
+// primitives.Client is) per backend, closed when the test ends.
 package clienttest
 
 import (
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/primitives"
+	"github.com/latchkit/latchkit/kit"
 )
 
 // T is what For needs of a test: *testing.T, *testing.B and *rapid.T.
@@ -26,13 +26,13 @@ type key struct {
 
 var (
 	mu      sync.Mutex
-	clients = map[key]*primitives.Client{}
+	clients = map[key]*kit.Client{}
 )
 
 // For returns t's Client over b, made on first use and closed when t ends;
 // nil when b is refused (a nil backend, one Validate refuses), so that a
 // constructor given it reports ErrInvalid as it would have.
-func For(t T, b backend.Backend) *primitives.Client {
+func For(t T, b backend.Backend) *kit.Client {
 	t.Helper()
 	comparable := b != nil && reflect.TypeOf(b).Comparable()
 	k := key{t, b}
@@ -44,7 +44,7 @@ func For(t T, b backend.Backend) *primitives.Client {
 			return c
 		}
 	}
-	c, err := primitives.NewClient(b)
+	c, err := kit.NewClient(b)
 	if err != nil {
 		return nil
 	}
@@ -74,9 +74,9 @@ func For(t T, b backend.Backend) *primitives.Client {
 }
 
 // All is For of each backend, for a Redlock.
-func All(t T, bs []backend.Backend) []*primitives.Client {
+func All(t T, bs []backend.Backend) []*kit.Client {
 	t.Helper()
-	cs := make([]*primitives.Client, len(bs))
+	cs := make([]*kit.Client, len(bs))
 	for i, b := range bs {
 		cs[i] = For(t, b)
 	}
@@ -87,7 +87,7 @@ func All(t T, bs []backend.Backend) []*primitives.Client {
 // between kinds, that fit family O too (primitives.RedlockOption or
 // primitives.LatchOption); the others (such as WithWaiterTimeout for a
 // Redlock) are left out, as that family has no use for them.
-func Fitting[O any](opts []primitives.Option) []O {
+func Fitting[O, I any](opts []I) []O {
 	var out []O
 	for _, o := range opts {
 		if f, ok := any(o).(O); ok {

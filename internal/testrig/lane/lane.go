@@ -8,7 +8,9 @@
 package lane
 
 import (
+	"flag"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -59,5 +61,32 @@ func ParallelFast(t *testing.T) {
 	t.Helper()
 	if !Long() {
 		t.Parallel()
+	}
+}
+
+// FastParallelism is how many parallel tests the fast lane runs at once in
+// a package that widens it (Widen).
+const FastParallelism = 8
+
+// Widen lets the fast lane run up to FastParallelism parallel tests at
+// once, unless -parallel was given: go test's default is GOMAXPROCS, two
+// on a 2-core machine, and the scenarios marked parallel (ParallelFast)
+// spend their time waiting on their own servers and timers, not on the
+// CPU. The long lane keeps go test's default, and so does a run under the
+// race detector: a process slowed several times over, eight scenarios
+// wide, starves the timers they pace by (seen on 2 cores: a renewal past
+// a 500 ms TTL, a give-back past its budget, in miniredis served by the
+// same process). Call it from TestMain, before m.Run.
+func Widen() {
+	if Long() || raceDetector {
+		return
+	}
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(FastParallelism))
 	}
 }

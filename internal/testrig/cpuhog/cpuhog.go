@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/latchkit/latchkit/internal/proc"
+	"github.com/latchkit/latchkit/internal/testrig/proc"
 )
 
 // Start starts n busy processes and kills them (by pid) when t ends.

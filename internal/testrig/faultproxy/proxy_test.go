@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 func TestParseReply(t *testing.T) {
@@ -272,5 +272,39 @@ func TestResendSkipsSubscriptions(t *testing.T) {
 		if err != nil || m.Payload != "hello" {
 			t.Fatalf("message %d: %v, %v", i+1, m, err)
 		}
+	}
+}
+
+// Holding is true while a blackhole holds a command the client sent, and
+// false once the blackhole ended and the command was forwarded.
+func TestHolding(t *testing.T) {
+	srv := redistest.Start(t)
+	p := Start(t, srv.Addr)
+	c := newGoRedis(t, p.Addr, 2)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Holding() {
+		t.Fatal("holding before anything was held")
+	}
+	p.Blackhole(true)
+	done := make(chan error, 1)
+	go func() { done <- c.Incr(context.Background(), "held").Err() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.Holding() {
+		if time.Now().After(deadline) {
+			t.Fatal("not holding the INCR sent during the blackhole")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.Blackhole(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for p.Holding() {
+		if time.Now().After(deadline) {
+			t.Fatal("still holding after the blackhole ended and the INCR was answered")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

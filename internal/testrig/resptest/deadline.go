@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/cpuhog"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/cpuhog"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // Dialer is the dial function both drivers take (ClientOption.DialCtxFn).

@@ -12,6 +12,15 @@
 // where DIR is a package directory of the repository and NAME an Example
 // function of its tests; Render replaces the block's body with that
 // Example's body, and refuses a Go block without the marker.
+//
+// go doc prints no Examples, so a doc comment that shows code carries the
+// directive
+//
+//	//readme:example DIR NAME HEADING
+//
+// (gofmt keeps a directive at the end of its comment, and go doc does not
+// print it): RenderGo replaces the first code block under the comment's
+// heading "# HEADING" with that Example's body.
 package readme
 
 import (
@@ -22,9 +31,11 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -65,6 +76,79 @@ func Render(root string, readme []byte) ([]byte, error) {
 		i = end
 	}
 	return []byte(out.String()), nil
+}
+
+var directive = regexp.MustCompile(`^//readme:example (\S+) (\S+) (.+)$`)
+
+// RenderGo returns the Go source src with the code block that each
+// //readme:example directive names replaced by its Example's body, the
+// packages found under root.
+func RenderGo(root string, src []byte) ([]byte, error) {
+	lines := strings.Split(string(src), "\n")
+	for i, line := range lines {
+		m := directive.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		first := i // the directive's comment: the "//" lines above it
+		for first > 0 && strings.HasPrefix(lines[first-1], "//") {
+			first--
+		}
+		heading := slices.Index(lines[first:i], "// # "+m[3])
+		if heading < 0 {
+			return nil, fmt.Errorf("line %d: no heading %q in the comment above", i+1, "# "+m[3])
+		}
+		start := first + heading + 1
+		for start < i && !strings.HasPrefix(lines[start], "//\t") {
+			if strings.HasPrefix(lines[start], "// # ") {
+				start = i
+			}
+			start++
+		}
+		if start >= i {
+			return nil, fmt.Errorf("line %d: no code block under %q", i+1, "# "+m[3])
+		}
+		end := start // the block: its lines, and the blank lines within it
+		for end < i && (strings.HasPrefix(lines[end], "//\t") || lines[end] == "//" && end+1 < i && strings.HasPrefix(lines[end+1], "//\t")) {
+			end++
+		}
+		body, err := exampleBody(filepath.Join(root, m[1]), m[2])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		var block []string
+		for _, l := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+			if l == "" {
+				block = append(block, "//")
+			} else {
+				block = append(block, "//\t"+l)
+			}
+		}
+		lines = slices.Concat(lines[:start], block, lines[end:])
+	}
+	return []byte(strings.Join(lines, "\n")), nil
+}
+
+// GoFiles returns the Go files under root that are not tests, outside
+// hidden directories and testdata.
+func GoFiles(root string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
 }
 
 // exampleBody returns the body of Example name in the tests of dir,

@@ -26,7 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/latchkit/latchkit/internal/proc"
+	"github.com/latchkit/latchkit/internal/testrig/proc"
 )
 
 // Available reports whether redis-server is on PATH.

@@ -1,0 +1,59 @@
+// Package drivers makes a backend of a server's address with each of the
+// four adapters, with the drivers' defaults (client-side caching off, for
+// miniredis): for tests that run one check on every driver.
+package drivers
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	rg "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	rd "github.com/redis/rueidis"
+	vk "github.com/valkey-io/valkey-go"
+
+	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/backend/goredis"
+	lredigo "github.com/latchkit/latchkit/backend/redigo"
+	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
+	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+)
+
+// Driver is one adapter: its name and how to make a backend of addr,
+// closed when the test ends.
+type Driver struct {
+	Name string
+	New  func(t testing.TB, addr string) backend.Backend
+}
+
+// All are the four adapters.
+var All = []Driver{
+	{"go-redis", func(t testing.TB, addr string) backend.Backend {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	}},
+	{"rueidis", func(t testing.TB, addr string) backend.Backend {
+		c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{addr}, Dialer: net.Dialer{Timeout: time.Second}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lrueidis.New(c)
+	}},
+	{"valkey", func(t testing.TB, addr string) backend.Backend {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}, Dialer: net.Dialer{Timeout: time.Second}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
+	}},
+	{"redigo", func(t testing.TB, addr string) backend.Backend {
+		p := &rg.Pool{DialContext: func(ctx context.Context) (rg.Conn, error) { return rg.DialContext(ctx, "tcp", addr) }, MaxIdle: 8}
+		t.Cleanup(func() { p.Close() })
+		return lredigo.New(p)
+	}},
+}
