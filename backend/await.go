@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 )
 
@@ -13,18 +14,32 @@ var errAbandoned = errors.New("backend: call abandoned when its context ended; i
 // Abandoned is the error of a call given up on at the end of ctx (which
 // must be done) while it may still run: it matches ctx.Err() and says the
 // outcome is unknown. Await returns it; an adapter that bounds its calls
-// by other means returns it too.
+// by other means returns it too. For a nil ctx it is ErrNilContext.
 func Abandoned(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	return &Error{Class: ctx.Err(), Cause: errAbandoned}
 }
+
+// ErrNilContext is the error of a backend call given a nil context: it
+// matches ErrInvalid, and nothing was sent.
+var ErrNilContext = fmt.Errorf("%w: nil context (give context.Background() for none)", ErrInvalid)
 
 // Await runs call and returns its result or, if ctx ends first, returns
 // at once Abandoned(ctx), an error matching ctx.Err(); the call runs on
 // and its result goes to cleanup, when cleanup is not nil. call must not
 // write to anything the caller owns once Await has returned (give it
-// copies). A ctx already done returns its error without running call.
+// copies). A ctx already done returns its error without running call. A
+// nil ctx or call is refused with an error matching ErrInvalid.
 func Await[T any](ctx context.Context, call func() (T, error), cleanup func(T, error)) (T, error) {
 	var zero T
+	switch {
+	case ctx == nil:
+		return zero, ErrNilContext
+	case call == nil:
+		return zero, fmt.Errorf("%w: nil call", ErrInvalid)
+	}
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}

@@ -30,11 +30,23 @@ func NewScript(src string) *Script {
 	return &Script{src: src, hash: hex.EncodeToString(sum[:])}
 }
 
-// Source is the Lua source.
-func (s *Script) Source() string { return s.src }
+// Source is the Lua source ("" for a nil Script, which every Backend
+// refuses).
+func (s *Script) Source() string {
+	if s == nil {
+		return ""
+	}
+	return s.src
+}
 
-// Hash is the hex SHA1 of the source, as EVALSHA wants it.
-func (s *Script) Hash() string { return s.hash }
+// Hash is the hex SHA1 of the source, as EVALSHA wants it ("" for a nil
+// Script).
+func (s *Script) Hash() string {
+	if s == nil {
+		return ""
+	}
+	return s.hash
+}
 
 // Message is a message received on a subscribed channel.
 type Message struct {
@@ -43,7 +55,8 @@ type Message struct {
 }
 
 // Handler receives the events of a Subscription. Its functions are called
-// from one goroutine per subscription, in order; they must not block.
+// from one goroutine per subscription, in order; they must not block. A nil
+// function is not called.
 type Handler struct {
 	// Message is called for every message on a subscribed channel.
 	Message func(Message)
@@ -58,7 +71,10 @@ type Handler struct {
 // concurrent use. They never retry and never sleep: the portable layers do.
 // Errors are wrapped so that errors.Is matches both the driver's own error
 // and, where it applies, ErrUnavailable or ErrClosed; context errors are
-// matched by errors.Is(err, context.Canceled / DeadlineExceeded).
+// matched by errors.Is(err, context.Canceled / DeadlineExceeded). Bad input
+// (a nil context, ErrNilContext; a nil script) is refused with an error
+// matching ErrInvalid before anything is sent, by every method of the
+// Backend, its optional interfaces and its Subscription.
 type Backend interface {
 	// Eval runs s with the given keys and arguments: EVALSHA, then EVAL when
 	// the server answers NOSCRIPT. A nil reply is (nil, nil). A script error
@@ -110,7 +126,11 @@ type ReplicaAcker interface {
 // different servers (Redis Cluster). A script may only touch keys of one
 // slot there, so primitives over several names (MultiLock) run one script
 // per name instead of one for all. A Backend that does not implement it is
-// taken to be a single server (or a Sentinel-managed one).
+// taken to be a single server (or a Sentinel-managed one): a wrapper
+// around a cluster Backend forwards it, else a MultiLock over names of
+// several slots sends their keys in one script, which latchkit's rueidis
+// and valkey-go adapters refuse with an error matching ErrInvalid (and a
+// Cluster answers CROSSSLOT).
 type Cluster interface {
 	// Cluster reports whether keys of different hash slots may live on
 	// different servers.

@@ -38,8 +38,10 @@
 // errors (errors.As still reaches the driver's error, a net.Error say), so
 // that a waiting Lock rides it out instead of giving up with its caller's
 // context live. The replies that say a command cannot run now (MOVED, ASK,
-// TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY, NOREPLICAS) are
-// ErrUnavailable too, not a *ReplyError.
+// TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY, NOREPLICAS, BUSY)
+// or that a script's writes cannot run now (OOM under maxmemory, MISCONF),
+// refused before the script wrote anything, are ErrUnavailable too, not a
+// *ReplyError.
 //
 // # Bounding calls
 //

@@ -17,6 +17,10 @@ var (
 	// ErrWrongType matches a *ReplyError saying a key holds a value of the
 	// wrong type or format (WRONGTYPE, or a counter that is not an integer).
 	ErrWrongType = errors.New("backend: key holds the wrong kind of value")
+	// ErrInvalid marks a bad argument (a nil context, a nil script): the
+	// call was refused before anything was sent. It is
+	// latchkit.ErrInvalid, the error of every bad argument in latchkit.
+	ErrInvalid = errors.New("latchkit: invalid argument")
 )
 
 // ReplyError is an error reply from the server: a script error, an error
@@ -25,11 +29,16 @@ type ReplyError struct {
 	Msg string
 }
 
-func (e *ReplyError) Error() string { return "redis: " + e.Msg }
+func (e *ReplyError) Error() string {
+	if e == nil {
+		return "redis: <nil ReplyError>"
+	}
+	return "redis: " + e.Msg
+}
 
 // Is reports whether the reply says a key held the wrong kind of value.
 func (e *ReplyError) Is(target error) bool {
-	if target != ErrWrongType {
+	if e == nil || target != ErrWrongType {
 		return false
 	}
 	// Match substrings, never prefixes: Redis and miniredis word errors
@@ -46,7 +55,14 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Cause == nil || e.Class == e.Cause {
+	switch {
+	case e == nil:
+		return "backend: <nil Error>"
+	case e.Class == nil && e.Cause == nil:
+		return "backend: unclassified error"
+	case e.Class == nil:
+		return e.Cause.Error()
+	case e.Cause == nil || e.Class == e.Cause:
 		return e.Class.Error()
 	}
 	if _, ok := e.Class.(*ReplyError); ok {
@@ -57,6 +73,9 @@ func (e *Error) Error() string {
 
 // Unwrap returns the classification and the driver's error.
 func (e *Error) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
 	if e.Cause == nil {
 		return []error{e.Class}
 	}
@@ -65,13 +84,20 @@ func (e *Error) Unwrap() []error {
 
 // Wrap classifies a driver error for an adapter (nil stays nil): the
 // result matches ErrClosed when isClosed (which may be nil) says so, a
-// *ReplyError when reply returns the server's message and true, and
-// ErrUnavailable otherwise, a reply saying the command cannot run now
-// included. It also matches ctx's error once ctx is done or past its
-// deadline; a driver's own timeout before then is ErrUnavailable.
+// *ReplyError when reply (which may be nil) returns the server's message
+// and true, and ErrUnavailable otherwise, a reply saying the command cannot
+// run now included. It also matches ctx's error once ctx is done or past
+// its deadline; a driver's own timeout before then is ErrUnavailable. A nil
+// ctx is taken as one that never ends.
 func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(error) (string, bool)) error {
 	if err == nil {
 		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if reply == nil {
+		reply = func(error) (string, bool) { return "", false }
 	}
 	var be *Error
 	if errors.As(err, &be) {
@@ -104,10 +130,21 @@ func Wrap(ctx context.Context, err error, isClosed func(error) bool, reply func(
 // nodes), or is not served (CLUSTERDOWN); a server loading its data
 // (LOADING), a replica cut from its master (MASTERDOWN), a master demoted
 // to a replica by a failover (READONLY), or one short of the replicas its
-// min-replicas-to-write asks for (NOREPLICAS). The drivers follow
-// redirects and retry some of these a few times; what is left when they
-// stop is an outage that passes, not a refusal.
-var transientReplies = []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY", "NOREPLICAS"}
+// min-replicas-to-write asks for (NOREPLICAS); a server running another
+// script past busy-reply-threshold (BUSY). The drivers follow redirects and
+// retry some of these a few times; what is left when they stop is an
+// outage that passes, not a refusal.
+//
+// So are the replies of a server that cannot take writes for a while: its
+// memory at maxmemory under the noeviction policy (OOM), or its saves
+// failing (MISCONF). Redis refuses a script's write command with them
+// (scriptVerifyOOM and scriptVerifyWriteCommandAllow in its script.c)
+// only in a state it is in from the script's start: OOM only while the
+// script has run no write (a write it then makes is let through), MISCONF
+// at every write. So a script that got either wrote nothing (a write it
+// ran under redis.pcall and was refused included), and running it again
+// once the server takes writes is safe.
+var transientReplies = []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY", "NOREPLICAS", "BUSY ", "OOM ", "MISCONF "}
 
 // transientReply reports whether an error reply is one of
 // transientReplies: Wrap classifies it as ErrUnavailable (the driver's

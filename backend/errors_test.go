@@ -155,7 +155,9 @@ func TestWrapDriversOwnDeadline(t *testing.T) {
 // TestWrapClusterTransientReplies: the replies a Redis Cluster or a
 // failing-over server gives before running a command (a slot moving or
 // migrating, the cluster down, a server loading its data or demoted to a
-// replica) are transient: ErrUnavailable, so that a waiting Lock and the
+// replica), or that a server gives a script before its first write while
+// it cannot take writes (out of memory, saves failing) or runs another
+// script (busy), are transient: ErrUnavailable, so that a waiting Lock and the
 // renewer ride them out, never a *ReplyError, which says the script ran
 // and refused. Any other error reply stays a *ReplyError.
 func TestWrapClusterTransientReplies(t *testing.T) {
@@ -170,6 +172,15 @@ func TestWrapClusterTransientReplies(t *testing.T) {
 		"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
 		"READONLY You can't write against a read only replica.",
 		"NOREPLICAS Not enough good replicas to write.",
+		// Issue 38, finding 9: a server out of memory under maxmemory
+		// (OOM), one whose saves fail (MISCONF) and one running a script
+		// past busy-reply-threshold (BUSY) refuse a script before its
+		// first write, and pass.
+		"OOM command not allowed when used memory > 'maxmemory'. script: 593876a7cc5ec5655277b36e51746327fa732846, on @user_script:30.",
+		"OOM command not allowed when used memory > 'maxmemory'.",
+		"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.",
+		"MISCONF Errors writing to the AOF file: No space left on device",
+		"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
 	} {
 		cause := errors.New(msg)
 		err := backend.Wrap(context.Background(), cause, nil, reply)
@@ -186,6 +197,9 @@ func TestWrapClusterTransientReplies(t *testing.T) {
 		"WRONGTYPE Operation against a key holding the wrong kind of value",
 		"NOSCRIPT No matching script. Please use EVAL.",
 		"ERR unknown command 'MOVEDX'",
+		"BUSYKEY Target key name already exists.",
+		"BUSYGROUP Consumer Group name already exists",
+		"OOMX not a reply Redis gives",
 	} {
 		err := backend.Wrap(context.Background(), errors.New(msg), nil, reply)
 		var re *backend.ReplyError

@@ -12,7 +12,7 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/contracttest"
-	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 )
 
 // TestConformance runs the conformance suite through the go-redis adapter

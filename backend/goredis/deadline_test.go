@@ -14,15 +14,15 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/faultproxy"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/faultproxy"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // The deadline every call under test gets, and how late past it a call may
 // return: scheduling, not a performance target (more under the race
 // detector). The machines the tests run on have 2 cores, and other
 // packages' tests run beside these with busy processes of their own
-// (internal/cpuhog): calls were seen returning 111 ms and (under -race)
+// (internal/testrig/cpuhog): calls were seen returning 111 ms and (under -race)
 // 143 ms past their deadline there, so 100 ms would fail now and then. A
 // call that waits for the server instead returns when the fault ends,
 // seconds later.

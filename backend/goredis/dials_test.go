@@ -14,7 +14,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // ops are the adapter's script calls, each returning its error.

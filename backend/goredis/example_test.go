@@ -8,6 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/primitives"
@@ -48,4 +49,19 @@ func Example() {
 		log.Fatal(err)
 	}
 	// Output: held invoice:42 fenced: true
+}
+
+// go-redis logs its pool's troubles on the process's stderr by itself,
+// through one logger for the whole process: while Redis restarts, every
+// client's pool prints "connection pool: failed to dial after 5 attempts:
+// ..." for its dials. An application (never a library: latchkit does not)
+// sets that logger once. Compiled, not run: it changes the process's
+// logger.
+func Example_logger() {
+	// In main, before making clients: drop the lines that contain any of
+	// these strings, print the others as before.
+	redis.SetLogger(logging.NewBlacklistLogger([]string{"connection pool: failed to dial"}))
+	// Or drop every line: logging.Disable(). Or give redis.SetLogger the
+	// application's own logger: any value with the method
+	// Printf(ctx context.Context, format string, v ...any).
 }

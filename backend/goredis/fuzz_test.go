@@ -13,7 +13,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/resptest"
+	"github.com/latchkit/latchkit/internal/testrig/resptest"
 )
 
 // replyDecoder builds a go-redis reply value from fuzz bytes: a byte picks

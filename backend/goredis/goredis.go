@@ -57,7 +57,9 @@ func New(c redis.UniversalClient, opts ...Option) backend.Backend {
 	}
 	b := &adapter{c: c, boxes: newBoxCache(), health: 5 * time.Second, direct: honoursContext(c), dials: watchDials(c)}
 	for _, o := range opts {
-		o(b)
+		if o != nil {
+			o(b)
+		}
 	}
 	return b
 }
@@ -81,6 +83,9 @@ func honoursContext(c redis.UniversalClient) bool {
 // As sets target, which must be a *redis.UniversalClient, *redis.Cmdable or
 // a pointer to the concrete client type, to the wrapped client.
 func (b *adapter) As(target any) bool {
+	if nilness.Is(target) {
+		return false
+	}
 	switch t := target.(type) {
 	case *redis.UniversalClient:
 		*t = b.c
@@ -130,6 +135,9 @@ func (b *adapter) Cluster() bool {
 // Eval runs s by EVALSHA, falling back to EVAL on NOSCRIPT (as go-redis's
 // Script.Run does). It returns by ctx's end (see the package doc).
 func (b *adapter) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+	if err := adapterkit.CheckCall(ctx, s); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var v backend.Value
 	var err error
@@ -167,8 +175,12 @@ func result(ctx context.Context, cmd *redis.Cmd) (backend.Value, error) {
 // returns by ctx's end (see the package doc); calls it gave up on all get
 // an error matching ctx.Err().
 func (b *adapter) EvalBatch(ctx context.Context, calls []backend.Call) {
+	if ctx == nil {
+		adapterkit.RunBatch(ctx, calls, false, nil, nil) // fails them all
+		return
+	}
 	start := time.Now()
-	adapterkit.RunBatch(ctx, calls, !b.direct, b.pipeline)
+	adapterkit.RunBatch(ctx, calls, !b.direct, b.pipeline, nil)
 	for i := range calls {
 		calls[i].Err = b.unreached(ctx, start, calls[i].Err)
 	}
@@ -267,6 +279,9 @@ func wrap(ctx context.Context, err error) error {
 // NOSCRIPT answer to EVALSHA sends the pair again with EVAL. It returns by
 // ctx's end (see the package doc).
 func (b *adapter) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	if err := adapterkit.CheckAck(ctx, s, replicas, timeout); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
 	v, n, err := adapterkit.RunAck(ctx, !b.direct, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		return b.evalAck(ctx, s, keys, args, replicas, timeout)

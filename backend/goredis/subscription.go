@@ -18,6 +18,9 @@ import (
 // by ctx's end (see the package doc); a connection still being opened then
 // is closed once it is.
 func (b *adapter) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
+	if ctx == nil {
+		return nil, backend.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -75,6 +78,9 @@ func (s *subscription) Remove(ctx context.Context, channels ...string) error {
 // change sends a (UN)SUBSCRIBE and waits for the server's confirmation of
 // every channel, which the receive loop hands over through s.state.
 func (s *subscription) change(ctx context.Context, kind string, channels []string, send func(context.Context, ...string) error) error {
+	if ctx == nil {
+		return backend.ErrNilContext
+	}
 	if len(channels) == 0 {
 		return nil // go-redis would read an empty UNSUBSCRIBE as "all channels"
 	}

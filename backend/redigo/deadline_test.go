@@ -13,7 +13,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/redigo"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // The deadline every call under test gets, and how late past it a call may

@@ -3,9 +3,14 @@ package redigo_test
 import (
 	"testing"
 
-	"github.com/latchkit/latchkit/internal/leakcheck"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/leakcheck"
 )
 
 // Every subscription, lease renewer and abandoned call a test starts must
 // be gone when it ends.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+// The fast lane runs parallel tests several at once (lane.Widen).
+func TestMain(m *testing.M) {
+	lane.Widen()
+	leakcheck.Main(m)
+}

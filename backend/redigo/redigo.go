@@ -49,7 +49,9 @@ func New(pool *redis.Pool, opts ...Option) backend.Backend {
 	}
 	b := &adapter{pool: pool, health: 5 * time.Second}
 	for _, o := range opts {
-		o(b)
+		if o != nil {
+			o(b)
+		}
 	}
 	return b
 }
@@ -57,10 +59,10 @@ func New(pool *redis.Pool, opts ...Option) backend.Backend {
 // As sets target, which must be a **redis.Pool, to the wrapped pool.
 func (b *adapter) As(target any) bool {
 	t, ok := target.(**redis.Pool)
-	if ok {
+	if ok && t != nil {
 		*t = b.pool
 	}
-	return ok
+	return ok && t != nil
 }
 
 // Validate refuses an adapter without a pool.
@@ -77,6 +79,9 @@ var errNoPool = errors.New("redigo: the Backend has no *redis.Pool")
 // on one connection of the pool. It returns by ctx's end (see the package
 // doc).
 func (b *adapter) Eval(ctx context.Context, s *backend.Script, keys []string, args []string) (backend.Value, error) {
+	if err := adapterkit.CheckCall(ctx, s); err != nil {
+		return nil, err
+	}
 	keys, args = slices.Clone(keys), slices.Clone(args) // the call may outlive this one
 	return backend.Await(ctx, func() (backend.Value, error) {
 		var v backend.Value
@@ -133,7 +138,7 @@ func evalArgs(script string, keys, args []string) []any {
 // pipeline of EVAL. It returns by ctx's end (see the package doc); calls it
 // gave up on all get an error matching ctx.Err().
 func (b *adapter) EvalBatch(ctx context.Context, calls []backend.Call) {
-	adapterkit.RunBatch(ctx, calls, ctx.Done() != nil, b.pipeline)
+	adapterkit.RunBatch(ctx, calls, ctx != nil && ctx.Done() != nil, b.pipeline, nil)
 }
 
 // pipeline sends calls in one pipeline (see adapterkit.Pipeline).
@@ -184,6 +189,9 @@ var errPipeline = errors.New("redigo: a pipeline's replies do not match its comm
 // to EVALSHA sends the pair again with EVAL. It returns by ctx's end (see
 // the package doc).
 func (b *adapter) EvalAck(ctx context.Context, s *backend.Script, keys, args []string, replicas int, timeout time.Duration) (backend.Value, int, error) {
+	if err := adapterkit.CheckAck(ctx, s, replicas, timeout); err != nil {
+		return nil, 0, err
+	}
 	return adapterkit.RunAck(ctx, ctx.Done() != nil, keys, args, func(keys, args []string) (backend.Value, int, error) {
 		var v backend.Value
 		var n int64

@@ -17,6 +17,9 @@ import (
 // to h from one goroutine. It returns by ctx's end; a connection still
 // being opened then is closed once it is.
 func (b *adapter) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
+	if ctx == nil {
+		return nil, backend.ErrNilContext
+	}
 	open := func() (redis.Conn, error) {
 		c, err := b.dial(ctx)
 		if err != nil {
@@ -84,6 +87,9 @@ func (s *subscription) Remove(ctx context.Context, channels ...string) error {
 // change sends a (UN)SUBSCRIBE and waits for the server's confirmation of
 // every channel, which the receive loop hands over through s.state.
 func (s *subscription) change(ctx context.Context, kind string, channels []string, send func(...any) error) error {
+	if ctx == nil {
+		return backend.ErrNilContext
+	}
 	if len(channels) == 0 {
 		return nil // an empty UNSUBSCRIBE would mean "all channels"
 	}

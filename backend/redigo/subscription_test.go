@@ -9,7 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/redigo"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // TestSubscriptionHealthy: a subscription's health check PINGs a live

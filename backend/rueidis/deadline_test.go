@@ -8,7 +8,7 @@ import (
 	rd "github.com/redis/rueidis"
 
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
-	"github.com/latchkit/latchkit/internal/resptest"
+	"github.com/latchkit/latchkit/internal/testrig/resptest"
 )
 
 // TestDeadlines: every call returns by its context's end, whatever the

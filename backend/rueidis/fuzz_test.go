@@ -7,7 +7,7 @@ import (
 
 	rd "github.com/redis/rueidis"
 
-	"github.com/latchkit/latchkit/internal/resptest"
+	"github.com/latchkit/latchkit/internal/testrig/resptest"
 )
 
 // FuzzNormalize checks the normalization of the replies a real rueidis

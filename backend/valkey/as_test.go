@@ -7,7 +7,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // TestAsAndCluster: As hands back the client New was given, and only into

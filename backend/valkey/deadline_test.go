@@ -8,7 +8,7 @@ import (
 	vk "github.com/valkey-io/valkey-go"
 
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
-	"github.com/latchkit/latchkit/internal/resptest"
+	"github.com/latchkit/latchkit/internal/testrig/resptest"
 )
 
 // TestDeadlines: every call returns by its context's end, whatever the

@@ -7,7 +7,7 @@ import (
 
 	vk "github.com/valkey-io/valkey-go"
 
-	"github.com/latchkit/latchkit/internal/resptest"
+	"github.com/latchkit/latchkit/internal/testrig/resptest"
 )
 
 // FuzzNormalize checks the normalization of the replies a real valkey-go

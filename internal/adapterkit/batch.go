@@ -9,10 +9,41 @@ package adapterkit
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/backend"
+	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/latchkit/latchkit/backend"
 )
+
+// errNilScript is the error of a call without a script.
+var errNilScript = fmt.Errorf("%w: nil script", backend.ErrInvalid)
+
+// CheckCall is why an adapter refuses a script call before sending it: a
+// nil ctx (backend.ErrNilContext) or a nil script, both matching
+// backend.ErrInvalid; nil when it may go.
+func CheckCall(ctx context.Context, s *backend.Script) error {
+	switch {
+	case ctx == nil:
+		return backend.ErrNilContext
+	case s == nil:
+		return errNilScript
+	}
+	return nil
+}
+
+// CheckAck is CheckCall for an EvalAck, which also refuses a negative
+// count of replicas or timeout (WAIT would).
+func CheckAck(ctx context.Context, s *backend.Script, replicas int, timeout time.Duration) error {
+	if err := CheckCall(ctx, s); err != nil {
+		return err
+	}
+	if replicas < 0 || timeout < 0 {
+		return fmt.Errorf("%w: WAIT %d replicas within %v", backend.ErrInvalid, replicas, timeout)
+	}
+	return nil
+}
 
 // Pipeline is what an adapter provides for RunBatch: it sends calls in one
 // round trip (a pipeline), each by EVALSHA, or by EVAL when source is set,
@@ -24,9 +55,44 @@ type Pipeline func(ctx context.Context, calls []backend.Call, source bool)
 // EVAL in a second. With bounded set it returns by ctx's end whatever the
 // driver does: the batch runs on copies of the calls (see Await), and the
 // calls get the context's error when it is abandoned. A done ctx fails
-// every call without sending any.
-func RunBatch(ctx context.Context, calls []backend.Call, bounded bool, pipe Pipeline) {
+// every call without sending any, and so does a nil ctx
+// (backend.ErrNilContext); a call without a script, or whose keys check
+// refuses (when check is not nil: CheckSlots, for a cluster client), gets
+// an error matching backend.ErrInvalid, and the others go out.
+func RunBatch(ctx context.Context, calls []backend.Call, bounded bool, pipe Pipeline, check func(keys []string) error) {
 	if len(calls) == 0 {
+		return
+	}
+	if ctx == nil {
+		FailCalls(calls, backend.ErrNilContext)
+		return
+	}
+	refused := func(c backend.Call) error {
+		if c.Script == nil {
+			return errNilScript
+		}
+		if check != nil {
+			return check(c.Keys)
+		}
+		return nil
+	}
+	if slices.ContainsFunc(calls, func(c backend.Call) bool { return refused(c) != nil }) {
+		var send []int
+		for i := range calls {
+			if err := refused(calls[i]); err != nil {
+				calls[i].Value, calls[i].Err = nil, err
+			} else {
+				send = append(send, i)
+			}
+		}
+		sub := make([]backend.Call, len(send))
+		for j, i := range send {
+			sub[j] = calls[i]
+		}
+		RunBatch(ctx, sub, bounded, pipe, nil)
+		for j, i := range send {
+			calls[i] = sub[j]
+		}
 		return
 	}
 	if err := ctx.Err(); err != nil {
@@ -77,6 +143,9 @@ func runBatch(ctx context.Context, calls []backend.Call, pipe Pipeline) {
 // IsNoScript reports whether err is the server's NOSCRIPT reply: EVALSHA of
 // a script it does not have.
 func IsNoScript(err error) bool {
+	if err == nil {
+		return false // and nothing escapes to the heap on the common path
+	}
 	var re *backend.ReplyError
 	return errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOSCRIPT")
 }

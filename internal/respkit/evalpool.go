@@ -2,9 +2,10 @@ package respkit
 
 import (
 	"context"
-	"github.com/latchkit/latchkit/backend"
 	"sync"
 	"sync/atomic"
+
+	"github.com/latchkit/latchkit/backend"
 )
 
 // evalCall is an Eval run on a goroutine of its own, so that its caller

@@ -3,9 +3,10 @@ package respkit
 import (
 	"context"
 	"errors"
+	"sync"
+
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/adapterkit"
-	"sync"
 )
 
 // Subscribe opens a dedicated pub/sub connection with no channels (see
@@ -15,6 +16,9 @@ import (
 // drivers dial a dedicated connection without the caller's context; a
 // connection still being opened then is closed once it is.
 func (r *RESP[C, R, M, P, E]) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
+	if ctx == nil {
+		return nil, backend.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -83,6 +87,9 @@ func (s *respSubscription[C, R, M, P, E]) watch() {
 // send sends SUBSCRIBE or UNSUBSCRIBE channels, unless the subscription
 // is closed or dead.
 func (s *respSubscription[C, R, M, P, E]) send(ctx context.Context, unsubscribe bool, channels []string) error {
+	if ctx == nil {
+		return backend.ErrNilContext
+	}
 	if len(channels) == 0 {
 		return nil // an empty UNSUBSCRIBE would mean "all channels"
 	}
