@@ -12,10 +12,16 @@ import _ "embed" // for the script below
 //go:embed casdel.lua
 var CasDelSource string
 
-// FencedAcquireSource is the acquire of the fenced floor: SET NX PX plus a
-// fence counter raised in the same script and kept for a retention, the
+// FencedAcquireSource is the acquire of the fenced floor: TIME, and SET NX
+// PX with the server's clock in µs as the fence in the lock's value, the
 // least a lock with latchkit's fences costs (see fenced.lua). Released by
-// CasDelSource.
+// FencedReleaseSource.
 //
 //go:embed fenced.lua
 var FencedAcquireSource string
+
+// FencedReleaseSource is the release of the fenced floor: GET, ZCARD of the
+// wait queue, DEL (see fenced_release.lua).
+//
+//go:embed fenced_release.lua
+var FencedReleaseSource string

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,11 +15,15 @@ import (
 
 // Acquisition describes one logical Lock or Acquire of a primitive.
 type Acquisition struct {
-	Op    string // "lock" or "acquire", for errors
-	Kind  latchkit.Kind
-	Name  string
-	Chans []string // release channels a waiter listens on (read-only, may be shared)
-	Try   bool
+	Op string // "lock" or "acquire", for errors
+	// Method is the primitive's method without its "Try" ("Lock", "RLock",
+	// "Acquire", "Campaign", "Wait"): the Request's Op is it, with "Try"
+	// in front for a single attempt.
+	Method string
+	Kind   latchkit.Kind
+	Name   string
+	Chans  []string // release channels a waiter listens on (read-only, may be shared)
+	Try    bool
 	// Attempt makes one attempt: a lease, a *latchkit.HeldError when the
 	// primitive is held (a new one each time: the wait loop sets its
 	// AtLeast), or another error.
@@ -91,11 +93,15 @@ func (c *Config) Window() time.Duration {
 // Acquire runs one logical acquisition: the user's middleware around the
 // wait loop.
 func (c *Config) Acquire(ctx context.Context, b backend.Backend, a Acquisition) (latchkit.Lease, error) {
-	if err := c.Begin(); err != nil {
+	if err := c.BeginCall(ctx); err != nil {
 		return nil, OpErr(a.Op, a.Kind, a.Name, err)
 	}
 	defer c.End()
-	req := &latchkit.Request{Name: a.Name, Kind: a.Kind, TTL: c.TTL, Backend: b, Try: a.Try, Owner: ownerFrom(ctx)}
+	op := a.Method
+	if a.Try {
+		op = "Try" + op
+	}
+	req := &latchkit.Request{Name: a.Name, Kind: a.Kind, TTL: c.TTL, Backend: b, Try: a.Try, Op: op, Owner: ownerFrom(ctx), Client: c.Cl.id.Name}
 	if a.NoLease {
 		req.TTL = 0
 	}
@@ -162,7 +168,7 @@ func (c *Config) releaseUnclaimed(ctx context.Context, l latchkit.Lease) {
 // When the acquisition ends without a grant, whatever its attempts may
 // have left in Redis is given back (see giveUp).
 func (c *Config) Wait(ctx context.Context, req *latchkit.Request, a *Acquisition) (latchkit.Lease, error) {
-	at := &Attempt{Token: NewToken(), Try: a.Try, Annotation: annotation(req.Annotation)}
+	at := &Attempt{Token: c.NewToken(), Try: a.Try, Annotation: annotation(req.Annotation)}
 	var (
 		policy  backoff.BackOff
 		wake    *pubsub.Wake
@@ -186,6 +192,16 @@ func (c *Config) Wait(ctx context.Context, req *latchkit.Request, a *Acquisition
 	for {
 		at.N++
 		l, err := a.Attempt(ctx, at)
+		if err == nil && bornLost(l) {
+			// Granted, but the reply came after the lease's deadline by
+			// this process's clock (Redis, or this process, stalled past
+			// the TTL): its Context has ended already. It is dropped, not
+			// released: the next attempt, with the same token, finds the
+			// grant if the server still holds it and renews it, or takes
+			// the primitive anew; an acquisition that ends here gives it
+			// back.
+			l, err = nil, errBornLost
+		}
 		var held *latchkit.HeldError
 		isHeld := err != nil && errors.As(err, &held)
 		if isHeld && held.WaitHint == c.heartbeat() {
@@ -230,7 +246,7 @@ func (c *Config) Wait(ctx context.Context, req *latchkit.Request, a *Acquisition
 		}
 		d := policy.NextBackOff()
 		if d == backoff.Stop {
-			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("gave up after %d attempts: %w", at.N, err))
+			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("gave up after %s: %w", Count(at.N, "attempt", "attempts"), err))
 		}
 		var werr error
 		switch {
@@ -249,17 +265,43 @@ func (c *Config) Wait(ctx context.Context, req *latchkit.Request, a *Acquisition
 			werr = pubsub.Sleep(ctx, d)
 		}
 		if werr != nil {
-			return nil, c.giveUp(ctx, a, at, unsure, found, fmt.Errorf("stopped waiting after %d attempts: %w (last attempt: %w)", at.N, werr, err))
+			if Withdrawn(ctx) {
+				err = fmt.Errorf("after %s: %w", Count(at.N, "attempt", "attempts"), err)
+			} else {
+				err = fmt.Errorf("stopped waiting after %s: %w (last attempt: %w)", Count(at.N, "attempt", "attempts"), werr, err)
+			}
+			return nil, c.giveUp(ctx, a, at, unsure, found, err)
 		}
 	}
+}
+
+// errBornLost is the error of an attempt whose grant's reply came after
+// the lease's deadline (see Config.Wait): an unknown outcome, as when
+// Redis could not be reached in time.
+var errBornLost = &backend.Error{Class: backend.ErrUnavailable,
+	Cause: errors.New("the grant's reply came after its lease's ttl had run out by this process's clock: Redis or this process stalled")}
+
+// bornLost reports whether l, just granted, has ended already (by its
+// deadline, since nothing else has seen it yet), and if so drops it: its
+// Context ends, its renewals stop, nothing is logged or released.
+func bornLost(l latchkit.Lease) bool {
+	c, ok := l.(interface{ core() *Lease }) // a *Lease, or a primitive's type around one
+	if !ok {
+		return false
+	}
+	kl := c.core()
+	if time.Now().Before(kl.Deadline()) {
+		return false
+	}
+	kl.end(errBornLost)
+	return true
 }
 
 // heartbeat is the longest wait hint the acquire scripts give a waiting
 // attempt, which keeps its place in the primitive's queue by coming back
 // that often (and a FairMutex's or FairSemaphore's single attempt too): a
 // third of the waiter timeout, in whole milliseconds, at least one, as the
-// scripts reckon it (mutex_attempt in lua/prelude.lua, sem_acquire,
-// fair_acquire, rw_write, multi_acquire). A script that cuts a hint to
+// scripts reckon it (heartbeat in lua/prelude.lua). A script that cuts a hint to
 // it gives exactly this, so a hint of exactly this may be less than the
 // holder's remaining time, never more: the wait loop marks it
 // (latchkit.HeldError.AtLeast), so that the error does not say the
@@ -329,283 +371,4 @@ func CtxDone(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
-}
-
-// giveUp ends an acquisition that was not granted, returning err. When an
-// attempt's outcome was unknown (unsure) or a waiting attempt may have
-// queued (one found the primitive held), whatever the token may hold or
-// have queued is given back first (an acquisition whose every attempt was
-// refused outright, by bad input, left nothing and writes nothing):
-// a grant nobody knows of would otherwise keep the primitive taken for its
-// whole TTL (nothing renews it), and a queued place would be handed the
-// primitive and hold everyone up until it timed out. The give-back is tried
-// once, for at most giveBackTimeout; while Redis cannot be reached it is
-// retried in the background for the window, so that the caller is not held
-// past its deadline by more than giveBackTimeout. When the caller's
-// context has ended, the error matches its error too, so that "I gave up"
-// can be told from "Redis is down".
-func (c *Config) giveUp(ctx context.Context, a *Acquisition, at *Attempt, unsure, held bool, err error) error {
-	if a.GiveBack != nil && (unsure || (a.Queues && !a.Try && held)) {
-		giveBack(ctx, c.Cl, at.Token, a.GiveBack, c.Window())
-	}
-	if cerr := CtxDone(ctx); cerr != nil {
-		if cause := context.Cause(ctx); cause == ErrClientClosed && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
-		if done := ctx.Done(); done != nil && ctx.Err() == nil {
-			// The deadline has passed and the context's own timer is due:
-			// wait for it (briefly), so that a caller that checks ctx.Err()
-			// after the call sees it done, as the error says.
-			t := time.NewTimer(100 * time.Millisecond)
-			select {
-			case <-done:
-				cerr = ctx.Err()
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		if !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-	}
-	return err
-}
-
-// giveBack runs f for token once, bounded by giveBackTimeout, and, when
-// Redis could not be reached, again in the background for window (see
-// retryGiveBack).
-//
-// The budget is for waiting on Redis. A try that returns far past its
-// deadline spent it waiting for this process's scheduler (its timer, or the
-// driver's goroutine, did not run in time: a starved process), not on
-// Redis, and is made once more before returning: left to the background,
-// it would return the call while what it gives back is still held. A try
-// against a Redis that does not answer ends on time and is not repeated.
-func giveBack(ctx context.Context, cl *Client, token string, f func(context.Context, string) error, window time.Duration) {
-	for try := 0; ; try++ {
-		start := time.Now()
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
-		err := f(gctx, token)
-		cancel()
-		if !errors.Is(err, backend.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
-			return
-		}
-		if try == 0 && time.Since(start) > StarvedGiveBack {
-			continue
-		}
-		cl.Spawn(func(bg context.Context) { RetryGiveBack(bg, token, f, window) })
-		return
-	}
-}
-
-// StarvedGiveBack: a give-back try that took this long, against a budget
-// of giveBackTimeout, was held up mostly by the process's scheduler (see
-// giveBack). A try against a partitioned server in a CPU-starved process
-// ends its budget late by the scheduler's lag, 60-290 ms measured beside
-// two busy processes (TestTimelyStarved), and is not tried again there,
-// which would double the call's lateness; a stall of several hundred
-// milliseconds (570 ms seen) is.
-const StarvedGiveBack = 4 * GiveBackTimeout
-
-// RetryGiveBack retries f until it succeeds, fails for good (anything but
-// an unreachable Redis) or the window has passed, pausing a little more
-// each time. Each try may take the rest of the window: against a hung
-// server the give-back waits in its socket, behind the attempt it gives
-// back. A server that refuses or resets at once (gone, restarting) is
-// tried for a second only: what was stuck in it went with it.
-func RetryGiveBack(ctx context.Context, token string, f func(context.Context, string) error, window time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, window)
-	defer cancel()
-	quick := time.Now().Add(time.Second)
-	pause := 5 * time.Millisecond
-	for {
-		if pubsub.Sleep(ctx, pause) != nil {
-			return
-		}
-		start := time.Now()
-		if err := f(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
-			return
-		}
-		if time.Since(start) < GiveBackTimeout && time.Now().After(quick) {
-			return
-		}
-		pause = min(2*pause, 100*time.Millisecond)
-	}
-}
-
-// ScriptAttempt is the attempt of a primitive whose acquire is one script
-// over fixed keys, with ARGV the token, then args, then the annotation and
-// the fence counter's retention, replying {1, fence} or {0, hint ms,
-// holder's annotation}.
-func ScriptAttempt(b backend.Backend, s *backend.Script, keys, args []string, h Holder, kind latchkit.Kind, name string, cfg *Config) func(context.Context, *Attempt) (latchkit.Lease, error) {
-	return func(ctx context.Context, at *Attempt) (latchkit.Lease, error) {
-		start := time.Now()
-		argv := make([]string, 0, len(args)+3)
-		argv = append(append(append(argv, at.Token), args...), at.Annotation, cfg.RetArg)
-		v, acks, err := cfg.EvalAcquire(ctx, b, s, keys, argv)
-		if err != nil {
-			return nil, KeyErr(ctx, b, keys, err)
-		}
-		if !at.Try {
-			NoteCounter(at, v, start)
-		}
-		l, err := Grant(ctx, v, h, kind, name, at.Token, start, cfg)
-		return cfg.Acked(ctx, l, err, acks)
-	}
-}
-
-// NoteCounter keeps, from a waiting attempt's reply that found the
-// primitive held (a Mutex's or a FairSemaphore's), the fence counter it
-// saw and when the attempt began (see attempt.heldStart).
-func NoteCounter(at *Attempt, v backend.Value, start time.Time) {
-	a, ok := v.([]backend.Value)
-	if !ok || len(a) != 4 || a[0] != int64(0) {
-		return
-	}
-	f, _ := a[3].(string)
-	if n, err := strconv.ParseInt(f, 10, 64); err == nil && n > 0 {
-		at.heldStart, at.fenceSeen = start, n
-	} else {
-		at.heldStart, at.fenceSeen = time.Time{}, 0
-	}
-}
-
-// HandedLease is the lease a hand-over's message grants a waiting
-// acquisition of a Mutex or a FairSemaphore (details: "fence hand", see
-// hand_over and fair_hand_over in lua/prelude.lua), so that the waiter
-// holds on the release's message alone, without an attempt to confirm:
-// two requests per hand-over, the waiter's queueing attempt and the
-// release. The release ran after the waiter's last attempt, since its
-// fence is above the counter that attempt saw (a stale message, from a
-// hand-over the attempt already found or outlived, is not), so the server
-// holds the lock for the hand-over's time from a moment after that
-// attempt began: the lease's deadline is that start plus the hand-over's
-// time, less the drift allowance, and the renewer extends it to the TTL
-// halfway there. It is nil, and the next attempt confirms the grant as
-// before, when the lease would not be what Lock promises: without
-// auto-extend (the lease must last its TTL), with WithReplicaAck (the
-// grant must be acknowledged), with an annotation to store beside the
-// grant (tracing's holder link), or with less than half the hand-over's
-// time left (the waiter's process ran late).
-func HandedLease(ctx context.Context, at *Attempt, details string, h Holder, kind latchkit.Kind, name string, cfg *Config) latchkit.Lease {
-	if at.fenceSeen <= 0 || !cfg.AutoExtend || cfg.AckReplicas > 0 || at.Annotation != "" {
-		return nil
-	}
-	fs, hs, ok := strings.Cut(details, " ")
-	if !ok {
-		return nil
-	}
-	fence, err1 := strconv.ParseInt(fs, 10, 64)
-	hand, err2 := strconv.ParseInt(hs, 10, 64)
-	if err1 != nil || err2 != nil || fence <= at.fenceSeen || hand <= 0 {
-		return nil
-	}
-	d := time.Duration(hand) * time.Millisecond
-	deadline := at.heldStart.Add(d - Drift(d))
-	if time.Until(deadline) < d/2 {
-		return nil
-	}
-	return newLeaseUntil(ctx, h, kind, name, at.Token, fence, deadline, cfg)
-}
-
-// Grant turns an acquire script's {1, fence} or {0, hint ms, holder}
-// reply into a lease or a *latchkit.HeldError.
-func Grant(ctx context.Context, v backend.Value, h Holder, kind latchkit.Kind, name, token string, start time.Time, cfg *Config) (latchkit.Lease, error) {
-	ok, n, holder, err := Pair(v)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, HeldErr(n, holder)
-	}
-	return NewLease(ctx, h, kind, name, token, n, start, cfg), nil
-}
-
-// HeldErr is the error of an attempt told the primitive is held, for up to
-// hint ms, by the holder whose annotation is holder.
-func HeldErr(hint int64, holder string) *latchkit.HeldError {
-	return &latchkit.HeldError{WaitHint: max(time.Duration(hint)*time.Millisecond, 0), Holder: holder}
-}
-
-// Passer is a holder that can give up a grant without ending its
-// acquisition: what the token holds is freed (handed to the next waiter),
-// but the token is not remembered among the name's finished tokens, as a
-// release remembers it (see remember in lua/prelude.lua) so that a late
-// copy of its attempt is refused. A waiting acquisition whose grant
-// WithReplicaAck refused goes on with the same token: its next attempt
-// must not be taken for a late copy.
-//
-// It goes on only once the pass's outcome is known. A pass is keyed by
-// the token alone: one that may still run (in flight to a server that
-// did not answer, or retried in the background by lease.release) would
-// free whatever the token holds when it lands, a later grant of the same
-// acquisition too, which the caller would then hold a lease on while
-// Redis holds nothing (or another client holds the primitive). So a pass
-// of unknown outcome ends the acquisition (errPassUnsure, see acked),
-// and the token is given back (giveUp): nothing the token could be
-// granted after that is handed to the caller.
-type Passer interface {
-	Pass(ctx context.Context, token string) (held bool, err error)
-}
-
-// passOn gives up l, just granted, for acked: through its holder's pass
-// where it has one, else by Release.
-func passOn(ctx context.Context, l latchkit.Lease) error {
-	if ll, ok := l.(*Lease); ok {
-		if p, ok := ll.h.(Passer); ok {
-			return ll.release(ctx, p.Pass, ErrReleased)
-		}
-	}
-	return l.Release(ctx)
-}
-
-// EvalAcquire runs an acquire script: as is, or, with WithReplicaAck,
-// followed by WAIT on its connection, returning how many replicas had it.
-func (c *Config) EvalAcquire(ctx context.Context, b backend.Backend, s *backend.Script, keys, args []string) (backend.Value, int, error) {
-	if c.AckReplicas == 0 {
-		v, err := b.Eval(ctx, s, keys, args)
-		return v, 0, err
-	}
-	return b.(backend.ReplicaAcker).EvalAck(ctx, s, keys, args, c.AckReplicas, c.AckTimeout) // checked by NewConfig
-}
-
-// errPassUnsure marks the error of an attempt whose grant, refused by
-// WithReplicaAck, could not be passed on for sure (see Passer): the
-// acquisition ends with it rather than try again with the same token.
-var errPassUnsure = errors.New("passing the grant on failed with an unknown outcome (it may still free the token's next grant), so the acquisition ends")
-
-// Acked passes on the outcome of an attempt (l, err) whose script reached
-// acks replicas; with WithReplicaAck, a grant that reached too few is
-// passed on (released) and turned into latchkit.ErrNotReplicated. The pass has the
-// give-back's budget, past the caller's deadline too. One that fails with
-// a known outcome (an error reply: it ran, or will never run) leaves the
-// grant to the next attempt, which finds its own token, or to the
-// give-back when the acquisition ends (giveUp). One whose outcome is
-// unknown (Redis unreachable, or no reply within the budget) may still
-// land, after a later grant of the same token too: the error then also
-// matches errPassUnsure, which ends the acquisition (see retryable), and
-// the pass's cause, as ErrUnavailable (a pass its own budget cut short
-// does not match the context errors: the caller's context was live).
-func (c *Config) Acked(ctx context.Context, l latchkit.Lease, err error, acks int) (latchkit.Lease, error) {
-	if err != nil || c.AckReplicas == 0 || acks >= c.AckReplicas {
-		return l, err
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
-	defer cancel()
-	err = fmt.Errorf("%w: WAIT confirmed %d of %d replicas within %v", latchkit.ErrNotReplicated, acks, c.AckReplicas, c.AckTimeout)
-	rerr := passOn(rctx, l)
-	if oe, ok := rerr.(*latchkit.OpError); ok {
-		rerr = oe.Err // the lease's "release": the caller's op is the acquisition's
-	}
-	switch {
-	case rerr == nil:
-		return nil, fmt.Errorf("%w; the grant was released", err)
-	case unknownOutcome(rerr):
-		if errors.Is(rerr, context.DeadlineExceeded) || errors.Is(rerr, context.Canceled) {
-			// The pass's own budget (rctx), not the caller's context.
-			rerr = &backend.Error{Class: backend.ErrUnavailable, Cause: fmt.Errorf("no reply within %v: %v", GiveBackTimeout, rerr)}
-		}
-		return nil, fmt.Errorf("%w; %w: %w", err, errPassUnsure, rerr)
-	}
-	return nil, fmt.Errorf("%w; releasing the grant failed too (it expires with its TTL): %w", err, rerr)
 }

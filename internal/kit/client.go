@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
@@ -18,7 +19,8 @@ import (
 // its leases, its one pub/sub Hub, the give-backs that finish an abandoned
 // acquisition (Spawn), the observers of its elections.
 type Client struct {
-	b backend.Backend
+	b  backend.Backend
+	id *identity // who it is, and its records (identity.go)
 
 	// calls counts the calls in flight, with closedBit set once Close
 	// began; drained is closed by the call that leaves it at closedBit.
@@ -30,13 +32,18 @@ type Client struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// closed is closed once the goroutines Close stops have ended;
+	// decided once the first Close has set closeEr, what it returned.
+	closed  chan struct{}
+	decided chan struct{}
+	closeEr error
+
 	mu      sync.Mutex
 	closing bool
-	closed  chan struct{} // closed once Close has finished
-	closeEr error
 	leases  map[*Lease]struct{} // held, released by Close
 	renew   *renewer            // for leases renewed by a script on b
 	extend  *renewer            // for leases renewed by their holder's extend
+	poll    bool                // ClientOptions.Poll: no hub, ever
 	hub     *pubsub.Hub         // made on first use
 	hubShut bool                // Close has shut hub: no more is made
 	bgN     int                 // background goroutines running (spawn)
@@ -45,11 +52,11 @@ type Client struct {
 	bgStop  context.CancelFunc
 }
 
-// NewClient returns a Client over b, a backend made by an adapter's New. It
-// starts nothing: goroutines begin with the first lease or waiter that
-// needs them. A nil backend is refused with an error matching
-// latchkit.ErrInvalid.
-func NewClient(b backend.Backend) (*Client, error) {
+// NewClient returns a Client over b, a backend made by an adapter's New,
+// with the settings o. It starts nothing: goroutines begin with the first
+// lease or waiter that needs them. A nil backend, and a bad name, are
+// refused with an error matching latchkit.ErrInvalid.
+func NewClient(b backend.Backend, o ClientOptions) (*Client, error) {
 	if nilness.Is(b) {
 		return nil, &latchkit.OpError{Op: "new", Kind: "client", Err: fmt.Errorf("%w: nil backend (%T): give an adapter's New of a client", latchkit.ErrInvalid, b)}
 	}
@@ -58,7 +65,11 @@ func NewClient(b backend.Backend) (*Client, error) {
 			return nil, &latchkit.OpError{Op: "new", Kind: "client", Err: fmt.Errorf("%w: %s", latchkit.ErrInvalid, err)}
 		}
 	}
-	c := &Client{b: b, drained: make(chan struct{}), closed: make(chan struct{}),
+	id, err := newIdentity(o)
+	if err != nil {
+		return nil, &latchkit.OpError{Op: "new", Kind: "client", Err: err}
+	}
+	c := &Client{b: b, id: id, poll: o.Poll, drained: make(chan struct{}), closed: make(chan struct{}), decided: make(chan struct{}),
 		leases: map[*Lease]struct{}{}}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
@@ -67,53 +78,61 @@ func NewClient(b backend.Backend) (*Client, error) {
 	return c, nil
 }
 
-// Close withdraws waiting calls, releases the leases still held and
-// returns once the Client's goroutines have ended; afterwards every call on
-// its primitives returns an error matching latchkit.ErrClosed. If ctx ends
-// first, Close returns ctx's error, and a lease not yet released expires
-// with its TTL. A later Close waits for the first and returns what it did.
+// Close withdraws waiting calls, ends the leases still held (their
+// Contexts end at once, with ErrClientClosed as the cause) and releases
+// them, and returns once the Client's goroutines have ended; afterwards
+// every call on its primitives returns an error matching
+// latchkit.ErrClosed. If ctx ends first, Close returns ctx's error at
+// once: what it had not released yet expires with its TTL, and its
+// goroutines end within BackgroundTry after (a call a driver does not
+// abandon when its context is cancelled, go-redis's, ends at its own
+// deadline: a renewal in flight at its lease's deadline). A later Close
+// waits for the first to finish and returns what it did.
 func (c *Client) Close(ctx context.Context) error {
+	if c == nil {
+		return &latchkit.OpError{Op: "close", Kind: "client", Err: fmt.Errorf("%w: nil client: make one with NewClient", latchkit.ErrInvalid)}
+	}
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		select {
-		case <-c.closed:
-			return c.closeEr
-		case <-ctx.Done():
-			return ctx.Err()
+		for _, ch := range []chan struct{}{c.closed, c.decided} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return c.closeEr
 	}
 	c.closing = true
 	c.mu.Unlock()
 
 	// 1. Waiting calls end (they give back what they queued) and new
-	// ones are refused; wait for those in flight.
+	// ones are refused; the leases held end now, whatever races them.
 	if c.calls.Add(closedBit) == closedBit {
 		c.drainOnce.Do(func() { close(c.drained) })
 	}
 	c.cancel(ErrClientClosed)
+	ended := c.endLeases(nil)
+
+	// 2. Wait for the calls in flight, so that a release hands what it
+	// frees to another process's waiter rather than to one of ours that
+	// is leaving; then release in the background, where a release that
+	// cannot reach Redis is retried for as long as the lease could last.
 	var err error
 	select {
 	case <-c.drained:
 	case <-ctx.Done():
 		err = fmt.Errorf("latchkit: close: calls still in flight: %w", ctx.Err())
 	}
-
-	// 2. Release what is held, in parallel.
-	c.mu.Lock()
-	held := make([]*Lease, 0, len(c.leases))
-	for l := range c.leases {
-		held = append(held, l)
+	ended = c.endLeases(ended) // granted to calls in flight meanwhile
+	for _, l := range ended {
+		window := l.window()
+		c.Spawn(func(bg context.Context) { RetryGiveBack(bg, l.token, l.releaseToken, window) })
 	}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, l := range held {
-		wg.Go(func() { _ = l.release(ctx, l.h.Release, ErrClientClosed) })
-	}
-	wg.Wait()
 
-	// 3. Background work: give-backs finish within ctx, or are cut
-	// short; then renewals and subscriptions stop.
+	// 3. Background work (releases, give-backs) finishes within ctx, or
+	// is cut short; then renewals and the subscription stop.
 	c.mu.Lock()
 	c.bgIdle = make(chan struct{})
 	if c.bgN == 0 {
@@ -121,30 +140,60 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	idle := c.bgIdle
 	c.mu.Unlock()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		if err == nil {
-			err = fmt.Errorf("latchkit: close: give-backs still running: %w", ctx.Err())
+	if err == nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			err = fmt.Errorf("latchkit: close: releases and give-backs still running: %w", ctx.Err())
 		}
 	}
 	c.bgStop()
-	<-idle // cut short, they end at once
-	c.renew.close()
-	c.extend.close()
-	c.mu.Lock()
-	h := c.hub
-	c.hub, c.hubShut = nil, true
-	c.mu.Unlock()
-	if h != nil {
-		h.Shutdown()
+	go func() {
+		defer close(c.closed)
+		<-idle // cut short, each ends within BackgroundTry
+		c.renew.close()
+		c.extend.close()
+		c.mu.Lock()
+		h := c.hub
+		c.hub, c.hubShut = nil, true
+		c.mu.Unlock()
+		if h != nil {
+			h.Shutdown() // a driver may block closing a connection to a hung server
+		}
+	}()
+	if err == nil {
+		select {
+		case <-c.closed:
+		case <-ctx.Done():
+			err = fmt.Errorf("latchkit: close: renewals and subscriptions still stopping: %w", ctx.Err())
+		}
 	}
-
-	c.mu.Lock()
 	c.closeEr = err
-	c.mu.Unlock()
-	close(c.closed)
+	close(c.decided)
 	return err
+}
+
+// BackgroundTry bounds each call the Client's background work makes
+// (releases by Close, give-backs, background releases), so that once
+// Close has cut that work short it ends within about that long, whatever
+// the server does.
+const BackgroundTry = time.Second
+
+// endLeases ends, for Close, the leases the Client tracks that are not in
+// ended yet, and returns ended with them.
+func (c *Client) endLeases(ended []*Lease) []*Lease {
+	c.mu.Lock()
+	held := make([]*Lease, 0, len(c.leases))
+	for l := range c.leases {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+	for _, l := range held {
+		if l.closeEnd() {
+			ended = append(ended, l)
+		}
+	}
+	return ended
 }
 
 // closedBit marks Client.calls once Close has begun.
@@ -235,15 +284,20 @@ func (c *Client) renewerFor(b backend.Backend) *renewer {
 }
 
 // Hub returns the Client's pub/sub Hub, made on first use; nil once
-// Close has shut it.
+// Close has shut it, and always for a Client that polls (Polls): its
+// waiters then sleep for the holder's remaining time or the retry
+// policy's delay (pubsub.NewWake with a nil Hub).
 func (c *Client) Hub() *pubsub.Hub {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hub == nil && !c.hubShut {
-		c.hub = pubsub.NewHub(c.b, pubsub.WithLinger(pubsub.DefaultLinger))
+	if c.hub == nil && !c.hubShut && !c.poll {
+		c.hub = pubsub.NewHub(c.b, pubsub.WithLinger(pubsub.DefaultLinger), pubsub.WithCallTimeout(BackgroundTry))
 	}
 	return c.hub
 }
+
+// Polls reports whether c never subscribes (ClientOptions.Poll).
+func (c *Client) Polls() bool { return c.poll }
 
 // CheckClient is why a constructor refuses c: nil, or closed.
 func CheckClient(c *Client) error {
@@ -302,3 +356,11 @@ func (c *Client) RenewerWakes() int {
 	defer r.mu.Unlock()
 	return r.wakes
 }
+
+// ClientOf returns the machinery behind a *kit.Client (package
+// github.com/latchkit/latchkit/kit), nil for a nil or zero one or any
+// other value. Package kit sets it in its init, its only write: kit
+// imports this package, so this one cannot name kit.Client, and the
+// built-ins of package primitives, on a kit.Client, reach what is behind
+// it here without a public accessor.
+var ClientOf func(c any) *Client

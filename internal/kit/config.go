@@ -10,6 +10,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/nilness"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -48,17 +49,36 @@ type Config struct {
 	AckTimeout  time.Duration // WithReplicaAck
 
 	Log *slog.Logger // WithLogger; nil: discard
+
+	HeldWarning time.Duration // WithHeldWarning; 0: off
+}
+
+// Option is an option every primitive of the lock family takes
+// (kit.Option, and the values package primitives' With functions return):
+// its effect on a Config. A nil c changes nothing.
+type Option interface{ ApplyOption(c *Config) }
+
+// ApplyOptions applies opts, nil ones skipped, to c.
+func ApplyOptions[O Option](opts []O, c *Config) {
+	for _, o := range opts {
+		if !nilness.Is(o) {
+			o.ApplyOption(c)
+		}
+	}
 }
 
 // MinTTL is the shortest lease time a primitive accepts (WithTTL, and
-// Lease.Extend): 3ms, the first whole millisecond above the drift
-// allowance of a lease (TTL/100 + 2ms), by which a holder counts its lease
-// gone before the server does. A TTL at or below that allowance would make
-// a lease lost as soon as it is granted.
-const MinTTL = 3 * time.Millisecond
+// Lease.Extend): 5ms, the first whole millisecond at which a lease lives at
+// least half its TTL from the call that granted it, the drift allowance
+// (Drift: TTL/100 + 2ms) taking at most the other half.
+const MinTTL = 5 * time.Millisecond
 
-// defaultRetention is how long a primitive's fence counter outlives its
-// last grant when WithRetention is not given.
+// MaxName is the longest name a primitive accepts, in bytes (each of a
+// MultiLock's names): see primitives.MaxName.
+const MaxName = 1024
+
+// defaultRetention is how long a stored limit (SetLimit) or a set latch
+// outlives its last write when WithRetention is not given.
 const defaultRetention = keyspace.DefaultRetention
 
 // OwnerKey is the context key of the owner primitives.WithOwner sets (see
@@ -73,7 +93,7 @@ func ownerFrom(ctx context.Context) string {
 
 // shortTTL says why ttl, below MinTTL, is refused.
 func shortTTL(ttl time.Duration) string {
-	return fmt.Sprintf("ttl %v is below the least ttl %v: it must exceed the drift allowance (ttl/100 + 2ms) by which a lease counts itself gone before the server does", ttl, MinTTL)
+	return fmt.Sprintf("ttl %v is below the least ttl %v: a lease must live at least half its ttl, and the drift allowance (ttl/100 + 2ms), by which it counts itself gone before the server does, takes the rest", ttl, MinTTL)
 }
 
 // Use adds m after the user's middleware: innermost, around the wait
@@ -82,13 +102,34 @@ func (c *Config) Use(m latchkit.Middleware) {
 	c.Middleware = append(c.Middleware[:len(c.Middleware):len(c.Middleware)], m)
 }
 
+// CheckCtx is the error of a call given a nil ctx, bad input refused
+// before anything is sent (backend.ErrNilContext, matching
+// latchkit.ErrInvalid); nil otherwise.
+func CheckCtx(ctx context.Context) error {
+	if ctx == nil {
+		return backend.ErrNilContext
+	}
+	return nil
+}
+
+// BeginCall is Begin for a call given ctx, which is refused first when it
+// is nil (CheckCtx).
+func (c *Config) BeginCall(ctx context.Context) error {
+	if err := CheckCtx(ctx); err != nil {
+		return err
+	}
+	return c.Begin()
+}
+
 // defaultRetry is the policy when WithRetry is not given. Policies are
 // immutable values, safe to share.
 var defaultRetry = retry.Exponential()
 
 // NewConfig is the configuration of a primitive of kind named name on cl:
-// the defaults, then apply (its options), checked.
-func NewConfig(kind latchkit.Kind, cl *Client, name string, apply func(*Config)) (Config, error) {
+// the defaults, then apply (its options), checked. names are the names the
+// primitive locks, each checked (not empty, at most MaxName bytes): {name},
+// or a MultiLock's, whose name is them joined.
+func NewConfig(kind latchkit.Kind, cl *Client, name string, names []string, apply func(*Config)) (Config, error) {
 	c := Config{Cl: cl, Cls: []*Client{cl}, TTL: defaultTTL, AutoExtend: true, Prefix: DefaultPrefix, WaiterTimeout: DefaultWaiterTimeout, Retention: defaultRetention}
 	apply(&c)
 	fail := func(format string, a ...any) (Config, error) {
@@ -98,11 +139,21 @@ func NewConfig(kind latchkit.Kind, cl *Client, name string, apply func(*Config))
 		return c, &latchkit.OpError{Op: "new", Kind: kind, Name: name, Err: err}
 	}
 	b := cl.b
+	for _, n := range names {
+		switch {
+		case n == "":
+			return fail("an empty name")
+		case len(n) > MaxName:
+			return fail("name of %d bytes, above the longest, %d (primitives.MaxName): a name is an identifier; hash a longer key into one", len(n), MaxName)
+		}
+	}
 	switch {
-	case name == "":
-		return fail("empty name")
+	case len(names) == 0:
+		return fail("no names")
 	case c.TTL < MinTTL:
 		return fail("%s", shortTTL(c.TTL))
+	case c.HeldWarning < 0:
+		return fail("held warning %v is negative (0 turns it off)", c.HeldWarning)
 	case c.InstanceTimeout < 0:
 		return fail("instance timeout %v is negative", c.InstanceTimeout)
 	case c.WaiterTimeout < 3*time.Millisecond:

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/backend"
 )
 
 // Holder is what a primitive tells its leases: how to extend, release and
@@ -31,7 +30,12 @@ func NewToken() string {
 }
 
 // Drift is the clock drift allowance of a lease: the client considers the
-// lease gone this much before its TTL runs out by its own clock.
+// lease gone this much before its TTL runs out by its own clock, counted
+// from the start of the call that granted or extended it. The server's TTL
+// starts later, but may count up to 2ms short: the TTL is sent in whole
+// milliseconds (its fraction is lost), and a holder's expiry kept as a
+// score is the server's clock in whole milliseconds plus the TTL. TTL/100
+// covers clocks that run at slightly different rates.
 func Drift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
@@ -71,9 +75,16 @@ type Lease struct {
 	cause    error // why it is done
 	released bool  // Release succeeded or found it lost
 	relErr   error // what that Release returned: every later Release returns it too
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	timer    *time.Timer // once ctx exists: ends it at deadline, whatever any call in flight does
+	// sentAlive: a release whose outcome is unknown (its reply lost, or
+	// not in time) was sent while the lease was live by this client's
+	// clock. The server then held it until that release arrived or later:
+	// the caller held the lock until it let go, and a retried release that
+	// finds the token gone reports success (see release).
+	sentAlive bool
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	timer     *time.Timer // once ctx exists: ends it at deadline, whatever any call in flight does
+	held      *time.Timer // WithHeldWarning: logs once it has been held that long (heldwarn.go)
 }
 
 // NewLease starts a lease granted by an attempt that began at start.
@@ -93,6 +104,7 @@ func newLeaseUntil(parent context.Context, h Holder, kind latchkit.Kind, name, t
 	for _, c := range l.cls {
 		c.track(l)
 	}
+	l.watchHeld(cfg.HeldWarning)
 	if l.autoExtend {
 		l.startRenewals()
 	}
@@ -108,6 +120,9 @@ func (l *Lease) logAttrs(level slog.Level, msg string, attrs ...slog.Attr) {
 	attrs = append(attrs, slog.String("kind", string(l.kind)), slog.String("name", l.name), slog.Int64("fence", l.fence))
 	l.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
+
+// core is l: the lease inside a primitive's lease type that embeds it.
+func (l *Lease) core() *Lease { return l }
 
 func (l *Lease) Name() string  { return l.name }
 func (l *Lease) Token() string { return l.token }
@@ -177,6 +192,9 @@ func (l *Lease) endTold(cause error, tell func()) (first bool) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	if l.held != nil {
+		l.held.Stop()
+	}
 	l.mu.Unlock()
 	l.stopRenewals() // a lease that ended needs no more
 	if first {
@@ -233,6 +251,9 @@ func (l *Lease) doneErr() error {
 // has ended (released, or known lost) it returns an error matching
 // latchkit.ErrLeaseLost that says which, without a round trip.
 func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
+	if err := CheckCtx(ctx); err != nil {
+		return 0, l.opErr("ttl", err)
+	}
 	if err := l.doneErr(); err != nil {
 		return 0, l.opErr("ttl", err)
 	}
@@ -241,18 +262,24 @@ func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, l.opErr("ttl", err)
 	}
 	if !held {
-		l.lose(latchkit.ErrLeaseLost) // a Release meanwhile made it done already: then it says so
+		l.gone() // a Release or Close meanwhile made it done already: then it says so
 		return 0, l.opErr("ttl", l.doneErr())
+	}
+	if err := l.doneErr(); err != nil {
+		return 0, l.opErr("ttl", err) // released or closed while the call was in flight
 	}
 	return d, nil
 }
 
 // Extend sets the lease's remaining time to ttl, which must be at least
-// MinTTL (3ms): a shorter one is refused with an error matching
+// MinTTL (5ms): a shorter one is refused with an error matching
 // latchkit.ErrInvalid, and the lease is left as it was.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return l.opErr("extend", fmt.Errorf("%w: %s", latchkit.ErrInvalid, shortTTL(ttl)))
+	}
+	if err := CheckCtx(ctx); err != nil {
+		return l.opErr("extend", err)
 	}
 	if err := l.doneErr(); err != nil {
 		return l.opErr("extend", err)
@@ -283,19 +310,23 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return l.opErr("extend", err)
 	}
 	if !held {
-		l.lose(latchkit.ErrLeaseLost)
+		l.gone() // a Release or Close meanwhile made it done already: then it says so
 		return l.opErr("extend", l.doneErr())
 	}
 	l.mu.Lock()
 	l.ttl = ttl
 	d := start.Add(ttl - Drift(ttl))
-	if !l.done {
+	done := l.done
+	if !done {
 		l.deadline = d
 		if l.timer != nil {
 			l.timer.Reset(time.Until(d))
 		}
 	}
 	l.mu.Unlock()
+	if done {
+		return l.opErr("extend", l.doneErr()) // released or closed while the call was in flight
+	}
 	if r := l.rs.r; r != nil {
 		// An Extend is a renewal: the next is due ttl/3 after it began,
 		// by the new TTL (sooner than planned when it shortened the TTL).
@@ -304,108 +335,26 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// Release gives the lease up. Once a Release has gone through (it
-// returned nil, or an error matching latchkit.ErrLeaseLost), every later
-// Release returns what it returned, without a round trip: a lease
-// released twice was not lost.
-func (l *Lease) Release(ctx context.Context) error {
-	return l.release(ctx, l.h.Release, ErrReleased)
-}
-
-// release is Release, giving the token up through rel; a release that
-// goes through ends the lease with cause (ErrReleased, or ErrClientClosed
-// for Close's).
-func (l *Lease) release(ctx context.Context, rel func(context.Context, string) (bool, error), cause error) error {
-	l.mu.Lock()
-	released, lost := l.released, l.done && l.cause != ErrReleased
-	why, relErr := l.cause, l.relErr
-	l.mu.Unlock()
-	if released || (lost && cause == ErrClientClosed) {
-		return relErr
-	}
-	// Renewals stop here, and one in flight is not waited for: its
-	// outcome is dropped (see stopRenewals), so it cannot move the
-	// deadline, end the lease or queue it again behind Release's back.
-	l.stopRenewals()
-	held, err := rel(ctx, l.token)
-	if err != nil {
-		// The outcome is unknown; a retried Release finds out (a release
-		// that did happen remembers its token among the name's finished
-		// ones, which makes the retry succeed, for markerTTL).
-		// Renewals stay off: the caller meant to give the lease up, and a
-		// lease renewed on behalf of a caller that gave up on it would
-		// block everyone for as long as the process lives. A release that
-		// may not have reached Redis (unreachable, timed out: under a
-		// starved CPU rueidis times out a call made without a deadline
-		// after its ConnWriteTimeout, 500 ms, the release unsent) is
-		// retried in the background as a give-back is (retryGiveBack), so
-		// that the primitive is not left taken for the TTL by a lease
-		// nobody holds. Left unreleased (refused, or the window spent), it
-		// expires with its TTL; its Context ends then (its timer is armed).
-		// rel may be a holder's pass (passOn, for a grant WithReplicaAck
-		// refused): keyed by the token alone, its retry frees whatever the
-		// token holds when it lands, so the acquisition that passed hands
-		// the caller nothing the token is granted afterwards (see Passer).
-		l.mu.Lock()
-		l.autoExtend = false
-		window := min(l.ttl+time.Second, maxGiveBackWindow)
-		l.mu.Unlock()
-		if unknownOutcome(err) {
-			token := l.token
-			l.cl.Spawn(func(bg context.Context) {
-				RetryGiveBack(bg, token, func(ctx context.Context, token string) error {
-					_, err := rel(ctx, token)
-					return err
-				}, window)
-			})
-		}
-		return l.opErr("release", err)
-	}
-	switch {
-	case lost:
-		// Told lost before (its deadline passed, or a renewal found it
-		// gone): whatever the script found, the lease was not held
-		// throughout, and the caller was told so; the release only made
-		// sure nothing is left on the server.
-		err = l.opErr("release", fmt.Errorf("%w (%v)", latchkit.ErrLeaseLost, why))
-	case !held:
-		l.end(latchkit.ErrLeaseLost)
-		err = l.opErr("release", latchkit.ErrLeaseLost)
-	case cause == ErrClientClosed:
-		l.end(ErrClientClosed)
-		err = l.opErr("release", fmt.Errorf("lease released by Close: %w", ErrClientClosed))
-	default:
-		l.end(ErrReleased)
-	}
-	l.mu.Lock()
-	l.released, l.relErr = true, err
-	l.mu.Unlock()
-	return err
-}
-
-// unknownOutcome reports whether a failed call may or may not have run:
-// Redis was not reached in time, or the call's context ended while it was
-// in flight. An error reply (the server refused) and a closed client are
-// known outcomes.
-func unknownOutcome(err error) bool {
-	return errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// releaseToken releases token, as a give-back of the lease (see giveBack).
-func (l *Lease) releaseToken(ctx context.Context, token string) error {
-	_, err := l.h.Release(ctx, token)
-	return err
-}
-
-// ErrReleased is the cause of a lease context ended by Release.
-var ErrReleased = errors.New("latchkit: lease released")
-
 // lose marks the lease lost, ends its context and logs why, unless it
 // had ended already (released, or found lost before): that is not news.
 func (l *Lease) lose(cause error) {
 	l.endTold(cause, func() {
 		l.logAttrs(slog.LevelWarn, "latchkit: lease lost", slog.String("cause", cause.Error()))
 	})
+}
+
+// gone ends the lease that a call found no longer held on the server: a
+// loss, told and logged (lose), unless its holder had let it go in time (a
+// release of unknown outcome sent while it was live: see sentAlive).
+func (l *Lease) gone() {
+	l.mu.Lock()
+	let := l.sentAlive
+	l.mu.Unlock()
+	if let {
+		l.end(ErrReleased)
+		return
+	}
+	l.lose(latchkit.ErrLeaseLost)
 }
 
 // renewalsSoFar says, for a lease that ran out, how its renewals fared
@@ -435,9 +384,15 @@ func (l *Lease) renewalsSoFar() string {
 func (l *Lease) expire() {
 	l.mu.Lock()
 	late := !l.done && !time.Now().Before(l.deadline)
-	renewing := l.autoExtend
+	renewing, let := l.autoExtend, l.sentAlive
 	l.mu.Unlock()
 	if !late {
+		return
+	}
+	if let {
+		// Its holder let it go while it was live (a release whose outcome
+		// is unknown): its end is no loss.
+		l.end(ErrReleased)
 		return
 	}
 	l.lose(fmt.Errorf("ttl ran out before a renewal got through%s: %w", l.renewalsSoFar(), latchkit.ErrLeaseLost))
@@ -450,10 +405,7 @@ func (l *Lease) expire() {
 // once and, while Redis cannot be reached, for as long as the lease could
 // still be held on the server (see giveBack in acquire.go).
 func (l *Lease) giveBack(ctx context.Context) {
-	l.mu.Lock()
-	window := min(l.ttl+time.Second, maxGiveBackWindow)
-	l.mu.Unlock()
-	giveBack(ctx, l.cl, l.token, l.releaseToken, window)
+	giveBack(ctx, l.cl, l.token, l.releaseToken, l.window())
 }
 
 // Deadline is when the lease ends by the client's own clock, unless a

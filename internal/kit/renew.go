@@ -63,10 +63,12 @@ type renewState struct {
 	lastAt  time.Time     // when the last renewal that finished began
 
 	// call is the script call that renews the lease by callTTL (Script
-	// nil: renewed by extend), kept so that a renewal allocates nothing
-	// for it.
+	// nil: renewed by extend), made at its first renewal (most leases are
+	// released before one) and kept, so that a renewal allocates nothing
+	// for it; unmade until then.
 	call    backend.Call
 	callTTL time.Duration
+	unmade  bool
 }
 
 // renewer renews the leases of one backend.
@@ -122,12 +124,10 @@ func (l *Lease) startRenewals() {
 	rs := &l.rs
 	rs.idx = -1
 	var b backend.Backend
-	if rc, ok := l.h.(RenewCaller); ok {
-		if cb, s, keys, args, ok := rc.RenewCall(l.token, l.ttl); ok {
-			b = cb
-			rs.call = backend.Call{Script: s, Keys: keys, Args: args}
-			rs.callTTL = l.ttl
-		}
+	if _, ok := l.h.(RenewCaller); ok {
+		// Renewed by a script call on the Client's backend, made at the
+		// first renewal (or by extend, when the call says so then).
+		b, rs.unmade = l.cl.b, true
 	}
 	// The first renewal a third of the TTL from now, or halfway to the
 	// deadline when that is sooner (a lease granted by a hand-over, which
@@ -270,8 +270,14 @@ func (r *renewer) run() {
 		for len(r.q) > 0 && !r.q[0].rs.at.After(now.Add(r.q[0].rs.slack)) {
 			l := heap.Pop(&r.q).(*Lease)
 			l.mu.Lock()
-			deadline := l.deadline
+			deadline, ttl := l.deadline, l.ttl
 			l.mu.Unlock()
+			if l.rs.unmade {
+				l.rs.unmade = false
+				if _, s, keys, args, ok := l.h.(RenewCaller).RenewCall(l.token, ttl); ok {
+					l.rs.call, l.rs.callTTL = backend.Call{Script: s, Keys: keys, Args: args}, ttl
+				}
+			}
 			switch {
 			case !now.Before(deadline):
 				l.rs.stopped = true

@@ -25,14 +25,13 @@ func wakeID(token string) string {
 // wakeIDBytes is how many bytes of the digest a wakeID keeps.
 const wakeIDBytes = 8
 
-// MarkerTTL is how long a finished token (released, or given back) is
-// remembered (see remember in lua/prelude.lua): longer than any retry of
-// the release that wrote it, and than any late copy of an attempt. A
-// release retried more than markerTTL after its first try ran may be
-// reported lost: the evidence is gone. Every kind keeps one set of them
-// per name (a Mutex's, Election's, MultiLock name's and Redlock
-// instance's is the layout's :gone key): one entry per token finished in
-// the last markerTTL, in one key whatever their number.
+// MarkerTTL is how long a given-back token is remembered (see remember in
+// lua/prelude.lua): longer than any late copy of the attempt it gives
+// back (a give-back is pursued for at most maxGiveBackWindow, a minute).
+// Every kind keeps one set of them per name (a Mutex's, Election's,
+// MultiLock name's and Redlock instance's is the layout's :gone key): one
+// entry per token given back in the last MarkerTTL, written only on the
+// rare paths that give back (a timeout, a give-up, a reply lost).
 const MarkerTTL = 60 * time.Second
 
 // Ms formats d as whole milliseconds, at least 1.

@@ -46,37 +46,52 @@ const diagnoseTimeout = time.Second
 // Every script reads the keys it touches before its first write, so a
 // WRONGTYPE reply means nothing was changed.
 func KeyErr(ctx context.Context, b backend.Backend, keys []string, err error) error {
+	return KeyErrTypes(ctx, b, keys, nil, err)
+}
+
+// KeyErrTypes is KeyErr for keys whose types are given (types[i] the
+// Redis type kept at keys[i]; nil: the built-in layouts' types by the
+// keys' suffixes), the diagnosis of any layout's WRONGTYPE.
+func KeyErrTypes(ctx context.Context, b backend.Backend, keys, types []string, err error) error {
 	var done *refusedError
 	if errors.As(err, &done) || !errors.Is(err, backend.ErrWrongType) {
 		return ScriptErr(err)
 	}
-	if why := wrongKey(ctx, b, keys); why != "" {
+	if why := wrongKey(ctx, b, keys, types); why != "" {
 		return &refusedError{why: why, reply: err}
 	}
 	return ScriptErr(err)
 }
 
-// wrongKey says which of keys holds a type latchkit does not keep there,
-// or "" when it cannot tell.
-func wrongKey(ctx context.Context, b backend.Backend, keys []string) string {
+// wrongKey says which of keys holds a type latchkit does not keep there
+// (types, or the built-in layouts' by suffix when nil), or "" when it
+// cannot tell.
+func wrongKey(ctx context.Context, b backend.Backend, keys, types []string) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
 	defer cancel()
 	v, err := b.Eval(ctx, keyTypesScript, keys, nil)
 	if err != nil {
 		return ""
 	}
-	types, ok := v.([]backend.Value)
-	if !ok || len(types) != len(keys) {
+	got, ok := v.([]backend.Value)
+	if !ok || len(got) != len(keys) {
 		return ""
 	}
 	for i, k := range keys {
-		got, _ := types[i].(string)
-		_, _, suffix, ok := keyspace.ParseKeyBase(k)
-		want, known := layoutTypes[suffix]
-		if !ok || !known || got == "" || got == "none" || got == want {
+		has, _ := got[i].(string)
+		var want string
+		known := false
+		if types != nil {
+			if i < len(types) {
+				want, known = types[i], true
+			}
+		} else if _, _, suffix, ok := keyspace.ParseKeyBase(k); ok {
+			want, known = layoutTypes[suffix]
+		}
+		if !known || has == "" || has == "none" || has == want {
 			continue
 		}
-		return fmt.Sprintf("key %s holds a %s, where latchkit keeps a %s: it was not written by latchkit", k, got, want)
+		return fmt.Sprintf("key %s holds a %s, where latchkit keeps a %s: it was not written by latchkit", k, has, want)
 	}
 	return ""
 }

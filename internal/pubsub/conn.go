@@ -50,7 +50,7 @@ func (h *Hub) work() {
 		if o.gen != gen {
 			continue // meant for a subscription that is gone
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(h.ctx, h.callTimeout)
 		var err error
 		if o.add {
 			err = sub.Add(ctx, o.names...)
@@ -107,7 +107,7 @@ func (h *Hub) connect() {
 		}
 		h.mu.Unlock()
 
-		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(h.ctx, h.callTimeout)
 		sub, err := h.b.Subscribe(ctx, backend.Handler{
 			Message: h.deliver,
 			Dropped: func(err error) { h.dropped(gen, err) },
@@ -211,6 +211,9 @@ func (h *Hub) dropped(gen uint64, err error) {
 		ch.err = err
 		closeOnce(ch.ready) // joiners in flight poll
 		ch.ready = make(chan struct{})
+		for _, w := range ch.waiters {
+			w.dropped = true
+		}
 		h.wakeLocked(ch, len(ch.waiters))
 	}
 	if !h.closed && len(h.channels) > 0 && !h.dialing {

@@ -32,9 +32,10 @@ const DefaultLinger = 10 * time.Second
 // Hub shares one subscription of a backend between all the waiters of a
 // process. The zero value is not usable; see NewHub.
 type Hub struct {
-	b      backend.Backend
-	onIdle func(*Hub) // called without mu once the Hub has nothing left
-	linger time.Duration
+	b           backend.Backend
+	onIdle      func(*Hub) // called without mu once the Hub has nothing left
+	linger      time.Duration
+	callTimeout time.Duration // WithCallTimeout
 
 	mu       sync.Mutex
 	sub      backend.Subscription // nil while disconnected
@@ -78,7 +79,8 @@ type op struct {
 // Only WithLinger applies (default 0: a channel is unsubscribed as soon as
 // its last waiter leaves; a primitives.Client's Hub lingers DefaultLinger).
 func NewHub(b backend.Backend, opts ...Option) *Hub {
-	h := &Hub{b: b, channels: map[string]*channel{}, linger: newConfig(opts, 0).linger}
+	cfg := newConfig(opts, 0)
+	h := &Hub{b: b, channels: map[string]*channel{}, linger: cfg.linger, callTimeout: cfg.callTimeout}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -96,6 +98,9 @@ type Waiter struct {
 	// this waiter (see Target), until Handed takes it; guarded by the
 	// Hub's lock.
 	handed string
+	// dropped says a subscription the waiter was on dropped since the
+	// last Dropped; guarded by the Hub's lock.
+	dropped bool
 }
 
 // Handed returns, and forgets, what followed the waiter's id in the last
@@ -108,6 +113,17 @@ func (w *Waiter) Handed() string {
 	defer w.h.mu.Unlock()
 	d := w.handed
 	w.handed = ""
+	return d
+}
+
+// Dropped reports, and forgets, whether a subscription the waiter was on
+// dropped since the last call: messages may have been lost, also when the
+// Hub has subscribed again since (Live is then true).
+func (w *Waiter) Dropped() bool {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	d := w.dropped
+	w.dropped = false
 	return d
 }
 
@@ -135,7 +151,7 @@ func (h *Hub) JoinAs(ctx context.Context, id string, channels ...string) (*Waite
 // message on channels, in the order the subscription received them, from
 // the Hub's receive loop with its lock held (it must not block nor call
 // the Hub). C still receives after messages, and when the subscription
-// drops (Live is then false: messages may have been lost meanwhile).
+// drops (Dropped then reports it: messages may have been lost).
 func (h *Hub) Listen(ctx context.Context, heard func(channel, payload string), channels ...string) (*Waiter, bool) {
 	w, ready := h.register("", heard, channels)
 	return h.await(ctx, w, ready)

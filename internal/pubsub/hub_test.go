@@ -16,8 +16,9 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/leakcheck"
 	"github.com/latchkit/latchkit/internal/pubsub"
+	"github.com/latchkit/latchkit/internal/testrig/leakcheck"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -1289,5 +1290,87 @@ func TestInbox(t *testing.T) {
 	}
 	if !strings.HasPrefix(a, "rel:to:") {
 		t.Fatalf("inbox %q is not under its release channel", a)
+	}
+}
+
+// TestBoundCallTimeout goes past WithCallTimeout: against a server that
+// accepts connections and never answers, each subscription attempt ends at
+// the call timeout (here 150 ms; a Client's Hub uses 1 s, the default is
+// 5 s) and is tried again after the backoff, and Shutdown ends the attempt
+// in flight within the timeout, although the driver (go-redis with
+// ContextTimeoutEnabled) ignores a cancellation once its call is sent.
+func TestBoundCallTimeout(t *testing.T) {
+	checkLeaks(t)
+	const timeout = 150 * time.Millisecond
+	rc := redis.NewClient(&redis.Options{Addr: redistest.SilentAddr(t), ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = rc.Close() })
+	tb := &timedBackend{Backend: goredis.New(rc)}
+	h := pubsub.NewHub(tb, pubsub.WithCallTimeout(timeout))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	w, live := h.Join(ctx, "ch")
+	cancel()
+	if live {
+		t.Fatal("live on a server that never answers")
+	}
+	eventually(t, "three subscription attempts", func() bool { return len(tb.calls()) >= 3 })
+	w.Leave()
+	start := time.Now()
+	h.Shutdown()
+	if d := time.Since(start); d > timeout+100*time.Millisecond {
+		t.Errorf("Shutdown took %v with a call in flight on a silent server, want at most the call timeout %v", d.Round(time.Millisecond), timeout)
+	}
+	for i, d := range tb.calls() {
+		if d > timeout+100*time.Millisecond {
+			t.Errorf("subscription attempt %d ended after %v, want about %v", i+1, d.Round(time.Millisecond), timeout)
+		}
+	}
+}
+
+// timedBackend records how long each Subscribe call took.
+type timedBackend struct {
+	backend.Backend
+	mu   sync.Mutex
+	took []time.Duration
+}
+
+func (b *timedBackend) Subscribe(ctx context.Context, h backend.Handler) (backend.Subscription, error) {
+	start := time.Now()
+	s, err := b.Backend.Subscribe(ctx, h)
+	b.mu.Lock()
+	b.took = append(b.took, time.Since(start))
+	b.mu.Unlock()
+	return s, err
+}
+
+func (b *timedBackend) calls() []time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.took)
+}
+
+// TestListenerToldOfAHealedDrop: a subscription that drops and is up again
+// before the listener looks (its goroutine was not scheduled meanwhile)
+// still tells the listener that messages may have been lost.
+func TestListenerToldOfAHealedDrop(t *testing.T) {
+	e := newEnv(t)
+	h := pubsub.NewHub(e.fb)
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	w, live := h.Listen(ctx, func(string, string) {}, "ch")
+	defer w.Leave()
+	if !live {
+		t.Fatal("Listen not live")
+	}
+	if w.Dropped() {
+		t.Fatal("Dropped before any drop")
+	}
+	e.fb.dropLive(t)
+	eventually(t, "resubscribed", w.Live)
+	if !w.Dropped() {
+		t.Fatal("a drop healed before the listener looked went untold")
+	}
+	if w.Dropped() {
+		t.Fatal("Dropped told the same drop twice")
 	}
 }

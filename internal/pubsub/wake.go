@@ -125,17 +125,26 @@ func (k *Wake) Close() {
 type Option func(*config)
 
 type config struct {
-	linger time.Duration
+	linger      time.Duration
+	callTimeout time.Duration
 }
 
+// DefaultCallTimeout bounds each call a Hub makes to its backend (a
+// subscription's dial and SUBSCRIBE, an UNSUBSCRIBE) when WithCallTimeout
+// is not given.
+const DefaultCallTimeout = 5 * time.Second
+
 func newConfig(opts []Option, linger time.Duration) config {
-	c := config{linger: linger}
+	c := config{linger: linger, callTimeout: DefaultCallTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
 	c.linger = max(c.linger, 0)
+	if c.callTimeout <= 0 {
+		c.callTimeout = DefaultCallTimeout
+	}
 	return c
 }
 
@@ -143,6 +152,13 @@ func newConfig(opts []Option, linger time.Duration) config {
 // waiter left, and its connection open after its last channel went
 // (default 0).
 func WithLinger(d time.Duration) Option { return func(c *config) { c.linger = d } }
+
+// WithCallTimeout bounds each call a Hub makes to its backend (default
+// DefaultCallTimeout): a call that has not answered by then fails (a
+// subscription is dialed again, with backoff), and once the Hub is shut
+// down the call in flight ends within it, whatever the driver does with a
+// cancelled context.
+func WithCallTimeout(d time.Duration) Option { return func(c *config) { c.callTimeout = d } }
 
 // Sleep waits d, or until ctx is done (returning ctx.Err()).
 func Sleep(ctx context.Context, d time.Duration) error {
