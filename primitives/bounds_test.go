@@ -15,8 +15,9 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -61,8 +62,8 @@ type evalCall struct {
 	keys, args []string
 }
 
-// stalling is a backend whose next Eval, once armed, is kept instead of
-// run, as a paused server keeps a command in its socket, and answered with
+// stalling is a backend whose next Eval of a primitive's script, once
+// armed, is kept instead of run, as a paused server keeps a command in its socket, and answered with
 // context.DeadlineExceeded: the caller cannot know whether it ran. The test
 // runs the kept copy later (late). With between set, the next Eval runs,
 // then between, then runs again, returning the second reply: a command
@@ -76,6 +77,12 @@ type stalling struct {
 }
 
 func (s *stalling) Eval(ctx context.Context, sc *backend.Script, keys, args []string) (backend.Value, error) {
+	if !keyspace.OfPrimitive(keys) {
+		// The Client's record, written once it has been busy for a
+		// second: it must not take the place of the attempt the test
+		// stalls.
+		return s.Backend.Eval(ctx, sc, keys, args)
+	}
 	s.mu.Lock()
 	armed, between := s.armed, s.between
 	s.armed, s.between = false, nil
@@ -241,7 +248,7 @@ func TestBoundGivenBackWindow(t *testing.T) {
 			}
 			noKeyWithoutExpiry(t, s.c)
 			s.pass(25 * time.Hour) // every TTL, marker and the default retention
-			if keys := s.m.Keys(); len(keys) != 0 {
+			if keys := keyspace.WithoutClientRecords(s.m.Keys()); len(keys) != 0 {
 				t.Errorf("keys left once every window and the retention have passed: %v", keys)
 			}
 		})
@@ -289,11 +296,16 @@ func TestBoundGivenBackCap(t *testing.T) {
 }
 
 // More releases than the cap within the window, between a release and
-// the driver's resend of it (its reply lost): the resend reports success,
-// not a false ErrLeaseLost; and a late copy of an attempt given up before
-// them is still refused. The Semaphore remembers released and given-back
-// tokens in one set (as the Mutex family does since their releases
-// remember too), with no cap.
+// the driver's resend of it (its reply lost): the releases remember
+// nothing, so the name keeps no key but its last fence (the clock stands
+// still here), however many there were; and a late
+// copy of an attempt given up before them is still refused (a give-back
+// remembers its token). The resend finds the token gone: the client saw
+// no lost reply (the driver resent within one call), so it may report
+// ErrLeaseLost; a release the caller retries after a lost reply is judged
+// by the client (TestRetriedReleaseAfterAnotherHolderReleased). (Until
+// issue 39 every release remembered its token for a minute, and the
+// resend reported success from that memory.)
 func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
 	t.Run("resent release", func(t *testing.T) {
 		s := startBoundServer(t)
@@ -305,11 +317,24 @@ func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var left []string
 		s.b.mu.Lock()
-		s.b.between = func() { s.pass(time.Millisecond); cycles(t, s.b.Backend, "r:", givenBackCap) }
+		s.b.between = func() {
+			s.pass(time.Millisecond)
+			cycles(t, s.b.Backend, "r:", givenBackCap)
+			left = keyspace.WithoutClientRecords(s.m.Keys())
+		}
 		s.b.mu.Unlock()
-		if err := l.Release(context.Background()); err != nil {
+		if err := l.Release(context.Background()); err != nil && !errors.Is(err, latchkit.ErrLeaseLost) {
 			t.Errorf("a release resent after %d other releases: %v", givenBackCap, err)
+		}
+		// The clock stands still through the cycles: the last fence, not
+		// behind it, is kept; nothing else.
+		if msg := keptFenceOnly(s.m, left); msg != "" {
+			t.Errorf("keys left by %d releases: %s (a release remembers nothing)", givenBackCap+1, msg)
+		}
+		if msg := keptFenceOnly(s.m, keyspace.WithoutClientRecords(s.m.Keys())); msg != "" {
+			t.Errorf("after the resend: %s", msg)
 		}
 	})
 	t.Run("late attempt", func(t *testing.T) {
@@ -414,7 +439,7 @@ func TestBoundLeastRetention(t *testing.T) {
 				noKeyWithoutExpiry(t, s.c)
 			}
 			s.pass(time.Minute + time.Second)
-			if keys := s.m.Keys(); len(keys) != 0 {
+			if keys := keyspace.WithoutClientRecords(s.m.Keys()); len(keys) != 0 {
 				t.Errorf("keys left a minute after the last grant, with a 1 ms retention: %v", keys)
 			}
 		})
@@ -438,7 +463,7 @@ func TestBoundLeaderValue(t *testing.T) {
 	if _, err := e.TryCampaign(ctx, strings.Repeat("x", maxLeaderValue+1)); !errors.Is(err, latchkit.ErrInvalid) {
 		t.Errorf("a value of %d bytes: %v, want ErrInvalid", maxLeaderValue+1, err)
 	}
-	if keys := s.m.Keys(); len(keys) != 0 {
+	if keys := keyspace.WithoutClientRecords(s.m.Keys()); len(keys) != 0 {
 		t.Errorf("a refused value wrote %v", keys)
 	}
 	v := strings.Repeat("x", maxLeaderValue)
@@ -501,3 +526,150 @@ func TestBoundObserverBacklog(t *testing.T) {
 
 // maxLeaderValue is the longest value a campaign may give (4096 bytes).
 const maxLeaderValue = 4096
+
+// TestBoundFairScanBatch (issue 38, finding 11): fair_ahead
+// (primitives/lua/blocks_fair.lua) reads a FairSemaphore's queue 100 tickets
+// at a time when weights are stored. A waiting ticket at index 101, behind
+// 101 holders, still counts: a TryAcquire does not overtake it, and the
+// release that makes room hands it the permits.
+func TestBoundFairScanBatch(t *testing.T) {
+	s := startBoundServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const holders = 101
+	sem, err := primitives.NewFairSemaphore(clienttest.For(t, s.b), "q", holders+2, boundOpts("f:")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first holder takes 2 permits (a weight is stored: the queue is
+	// read by batches), 100 more one each: 102 of 103 held.
+	first, err := sem.TryAcquireN(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := []latchkit.Lease{first}
+	for len(leases) < holders {
+		l, err := sem.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("holder %d: %v", len(leases)+1, err)
+		}
+		leases = append(leases, l)
+	}
+	// X, at index 101 of the queue, past the first batch, waits for 2.
+	got := make(chan latchkit.Lease, 1)
+	go func() {
+		l, err := sem.AcquireN(ctx, 2)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	queue := keyspace.FairLayout.KeysOf("f:", "q")[0]
+	for n := int64(0); n != holders+1; time.Sleep(time.Millisecond) {
+		if n, err = s.c.ZCard(ctx, queue).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := sem.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
+		t.Fatalf("a TryAcquire with X waiting at index 101: %v, %v; want ErrNotAcquired", l, err)
+	}
+	// One permit back: X's two fit (103 held), and are X's.
+	if err := leases[1].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := <-got
+	if x == nil {
+		t.FailNow()
+	}
+	for _, l := range append(leases[2:], first, x) {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBoundAnnotation (issue 38, finding 11; the bound MaxAnnotation of
+// docs/bounds.md): a grant stores its request's Annotation (a tracing
+// middleware's span context, read back by waiters) of up to 256 bytes
+// beside it; a longer one is not stored, and the grant is made all the
+// same.
+func TestBoundAnnotation(t *testing.T) {
+	s := startBoundServer(t)
+	ctx := context.Background()
+	for _, n := range []int{256, 257} {
+		note := strings.Repeat("a", n)
+		annotate := func(next latchkit.Acquire) latchkit.Acquire {
+			return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+				req.Annotation = note
+				return next(ctx, req)
+			}
+		}
+		name := fmt.Sprint("note", n)
+		m, err := primitives.NewMutex(clienttest.For(t, s.b), name, append(boundOpts("a:"), primitives.WithMiddleware(annotate))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("an annotation of %d bytes: %v", n, err)
+		}
+		who, _ := s.m.Get(keyspace.KeyBase("a:", name) + ":who")
+		if stored := who == note; stored != (n <= 256) {
+			t.Errorf("an annotation of %d bytes: stored %v (the key holds %d bytes)", n, stored, len(who))
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBoundStoredLimitRetention (issue 38, finding 11): a limit SetLimit
+// stored lives the retention (1 h here) from the last grant or SetLimit:
+// a grant 59 min on keeps it another hour; an hour and a minute without
+// one, it is gone, and the name grants by its constructor's limit again.
+func TestBoundStoredLimitRetention(t *testing.T) {
+	s := startBoundServer(t)
+	ctx := context.Background()
+	for _, fair := range []bool{false, true} {
+		newSem, prefix := primitives.NewSemaphore, "sl:"
+		if fair {
+			newSem, prefix = primitives.NewFairSemaphore, "fl:"
+		}
+		sem, err := newSem(clienttest.For(t, s.b), "pool", 1, primitives.WithPrefix(prefix), primitives.WithAutoExtend(false),
+			primitives.WithTTL(boundTTL), primitives.WithRetention(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sem.SetLimit(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		grants := func() int { // how many TryAcquires are granted at once now
+			var ls []latchkit.Lease
+			for {
+				l, err := sem.TryAcquire(ctx)
+				if err != nil {
+					break
+				}
+				ls = append(ls, l)
+			}
+			for _, l := range ls {
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return len(ls)
+		}
+		s.pass(59 * time.Minute)
+		if n := grants(); n != 2 {
+			t.Errorf("fair %v: 59 min after SetLimit(2): %d grants at once, want 2", fair, n)
+		}
+		s.pass(59 * time.Minute)
+		if n := grants(); n != 2 {
+			t.Errorf("fair %v: 59 min after a grant: %d grants at once, want 2 (the limit kept)", fair, n)
+		}
+		s.pass(61 * time.Minute)
+		if n := grants(); n != 1 {
+			t.Errorf("fair %v: 61 min after the last grant: %d grants at once, want 1 (the constructor's limit)", fair, n)
+		}
+	}
+}

@@ -1,52 +1,47 @@
 package primitives
 
 import (
-	"context"
-
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/kit"
+	engine "github.com/latchkit/latchkit/internal/kit"
+	"github.com/latchkit/latchkit/kit"
 )
 
 // Client owns the background work of the primitives made from it, over one
-// backend, until Close.
-//
-// Every goroutine latchkit starts belongs to a Client: the renewals of its
-// leases, its one pub/sub subscription (shared by every waiter of its
-// primitives), the give-backs that finish an abandoned acquisition, the
-// observers of its elections. A process makes one Client per Redis
-// deployment, shares it, and closes it on shutdown.
-type Client struct {
-	k *kit.Client
+// backend, until Close (kit.Client: a primitive written on package kit
+// takes the same Client).
+type Client = kit.Client
+
+// NewClient returns a Client over b, a backend made by an adapter's New
+// (kit.NewClient). It starts nothing: goroutines begin with the first
+// lease or waiter that needs them. A nil backend, or a bad option, is
+// refused with an error matching latchkit.ErrInvalid.
+func NewClient(b backend.Backend, opts ...ClientOption) (*Client, error) {
+	return kit.NewClient(b, opts...)
 }
 
-// NewClient returns a Client over b, a backend made by an adapter's New. It
-// starts nothing: goroutines begin with the first lease or waiter that
-// needs them. A nil backend is refused with an error matching
-// latchkit.ErrInvalid.
-func NewClient(b backend.Backend) (*Client, error) {
-	k, err := kit.NewClient(b)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{k: k}, nil
-}
+// ClientOption configures a Client (NewClient).
+type ClientOption = kit.ClientOption
 
-// Close withdraws waiting calls, releases the leases still held and
-// returns once the Client's goroutines have ended; afterwards every call on
-// its primitives returns an error matching latchkit.ErrClosed. If ctx ends
-// first, Close returns ctx's error, and a lease not yet released expires
-// with its TTL. A later Close waits for the first and returns what it did.
-func (c *Client) Close(ctx context.Context) error { return c.k.Close(ctx) }
+// WithClientName names the Client: latchctl inspect, list and top show
+// the name beside the host, pid and start of the Client that holds or
+// waits for a primitive (kit.WithClientName, which says more). By default
+// it is host:pid.
+func WithClientName(name string) ClientOption { return kit.WithClientName(name) }
 
-// core is the machinery behind c (nil for a nil c, which constructors
-// refuse).
-func (c *Client) core() *kit.Client {
-	if c == nil {
-		return nil
-	}
-	return c.k
-}
+// WithWakeUps turns off (or on, the default) the release messages the
+// Client's waiters sleep on (kit.WithWakeUps, which says more): off, the
+// Client never subscribes and its waiters poll, for deployments that
+// refuse SUBSCRIBE.
+func WithWakeUps(on bool) ClientOption { return kit.WithWakeUps(on) }
+
+// ClientIdentity is who a Client is, as latchctl shows the holder of a
+// lease (kit.ClientIdentity).
+type ClientIdentity = kit.ClientIdentity
+
+// core is the machinery behind c (nil for a nil or zero c, which every
+// constructor refuses).
+func core(c *Client) *engine.Client { return engine.ClientOf(c) }
 
 // The errors a caller matches with errors.Is, so that a program needs no
 // other latchkit package than this one and an adapter: the same values as

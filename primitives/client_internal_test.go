@@ -10,7 +10,7 @@ import (
 
 // testClient is t's Client over b, made on first use and closed when t
 // ends (nil when b is refused, so that a constructor reports ErrInvalid as
-// it would have). Tests outside this package use internal/clienttest,
+// it would have). Tests outside this package use internal/testrig/clienttest,
 // which imports this package and so cannot serve its own tests.
 func testClient(t interface{ Cleanup(func()) }, b backend.Backend) *Client {
 	type key struct {

@@ -19,8 +19,8 @@ import (
 	"github.com/latchkit/latchkit/backend/redigo"
 	"github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/backend/valkey"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 

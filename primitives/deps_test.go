@@ -27,13 +27,14 @@ func TestNoOpenTelemetryInTheCore(t *testing.T) {
 	}
 }
 
-// The package holds one file per primitive, over internal/kit, beside the
-// Client, the options, the scripts' embedding and the package doc: the
-// machinery every primitive shares (the wait loop, leases, the renewer,
-// the script loader, reply decoding) lives in internal/kit, where a
-// primitive's file reaches it by name. A new shared helper parked in a
-// primitive's file, or a machinery file back here, fails this test:
-// put it in internal/kit.
+// The package holds the files of each primitive (p.go, and p_*.go where
+// one file would pass 450 lines), over internal/kit, beside the Client,
+// the options, the scripts' embedding and the package doc: the machinery
+// every primitive shares (the wait loop, leases, the renewer, the script
+// loader, reply decoding) lives in internal/kit, where a primitive's file
+// reaches it by name. A new shared helper parked in a primitive's file
+// (a function another primitive's files call), or a machinery file back
+// here, fails this test: put it in internal/kit.
 func TestOneFilePerPrimitive(t *testing.T) {
 	primitives := []string{"mutex", "reentrant", "semaphore", "fair", "rwlock", "multilock", "redlock", "latch", "election"}
 	want := map[string]bool{"client.go": true, "options.go": true, "scripts.go": true, "doc.go": true}
@@ -49,11 +50,11 @@ func TestOneFilePerPrimitive(t *testing.T) {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
-		if !want[f] {
+		if !want[f] && !want[primitiveOf(f)+".go"] {
 			t.Errorf("%s: not a primitive's file (want one of %v): shared machinery belongs in internal/kit", f, slices.Sorted(maps.Keys(want)))
 			continue
 		}
-		if !slices.Contains(primitives, strings.TrimSuffix(f, ".go")) {
+		if !slices.Contains(primitives, primitiveOf(f)) {
 			continue // the Client, the options and the scripts' loading serve every primitive
 		}
 		// A primitive's file declares no plain function that another
@@ -70,7 +71,7 @@ func TestOneFilePerPrimitive(t *testing.T) {
 			}
 			uses := 0
 			for _, other := range files {
-				if other == f || strings.HasSuffix(other, "_test.go") {
+				if primitiveOf(other) == primitiveOf(f) || strings.HasSuffix(other, "_test.go") {
 					continue
 				}
 				src, err := os.ReadFile(other)
@@ -82,8 +83,65 @@ func TestOneFilePerPrimitive(t *testing.T) {
 				}
 			}
 			if uses > 0 {
-				t.Errorf("%s: func %s is used by %d other files of the package: a shared helper belongs in internal/kit", f, fd.Name.Name, uses)
+				t.Errorf("%s: func %s is used by %d files of other primitives: a shared helper belongs in internal/kit", f, fd.Name.Name, uses)
 			}
 		}
+	}
+}
+
+// primitiveOf is the primitive a file of the package is of: "election" for
+// election.go and election_observe.go.
+func primitiveOf(file string) string {
+	p, _, _ := strings.Cut(strings.TrimSuffix(file, ".go"), "_")
+	return p
+}
+
+// onThePublicKit are the built-ins written on package kit alone: their
+// files import no internal package, so that they show what a primitive
+// of a user's can be (docs/kit.md).
+var onThePublicKit = []string{"latch", "semaphore", "rwlock"}
+
+func TestBuiltinsOnThePublicKit(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, p := range onThePublicKit {
+		files, _ := filepath.Glob(p + "*.go")
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") || primitiveOf(f) != p {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, im := range af.Imports {
+				if strings.Contains(im.Path.Value, "/internal/") {
+					t.Errorf("%s imports %s: the %s is written on package kit alone", f, im.Path.Value, p)
+				}
+			}
+		}
+	}
+}
+
+// No internal package imports primitives: the machinery and the test rigs
+// sit below the built-ins (a rig makes its Clients with package kit).
+func TestNoInternalPackageImportsPrimitives(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("../internal", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, im := range f.Imports {
+			if im.Path.Value == `"github.com/latchkit/latchkit/primitives"` {
+				t.Errorf("%s imports primitives", path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

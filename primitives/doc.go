@@ -83,7 +83,9 @@ package primitives
 
 // How it is laid out (for contributors): one file per primitive
 // (mutex.go, reentrant.go, semaphore.go, fair.go, rwlock.go, multilock.go,
-// redlock.go, latch.go, election.go), each making its keys from its layout
+// redlock.go, latch.go, election.go; a second, such as
+// election_observe.go, where one would pass 450 lines), each making its
+// keys from its layout
 // (internal/keyspace) and running its scripts (lua/*.lua, loaded by
 // scripts.go). Beside them are the Client (client.go), the options
 // (options.go) and this file. What every primitive shares is in

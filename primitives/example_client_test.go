@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/primitives"
+	"github.com/latchkit/latchkit/retry"
 )
 
 // A program makes one Client per Redis deployment, makes its primitives
@@ -74,4 +75,33 @@ func check(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// Behind a proxy that refuses SUBSCRIBE (twemproxy, Envoy's Redis proxy),
+// a Client made WithWakeUps(false) never subscribes: its waiters poll,
+// attempting again when the holder's time runs out or after the retry
+// policy's delay, whichever comes first.
+func ExampleWithWakeUps() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	client, err := primitives.NewClient(goredis.New(rdb), primitives.WithWakeUps(false))
+	check(err)
+	defer client.Close(ctx)
+	mu, err := primitives.NewMutex(client, "job:42", primitives.WithRetry(retry.Constant(20*time.Millisecond)))
+	check(err)
+
+	held, err := mu.Lock(ctx)
+	check(err)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		held.Release(ctx)
+	}()
+	next, err := mu.Lock(ctx) // polls every 20 ms until the release
+	check(err)
+	fmt.Println("fence increased:", next.Fence() > held.Fence())
+	check(next.Release(ctx))
+	// Output:
+	// fence increased: true
 }

@@ -39,12 +39,12 @@ type fairSemaphore struct {
 }
 
 // NewFairSemaphore returns a semaphore of limit permits granted in arrival
-// order: it never over-grants nor starves a waiter, and a request for n
-// permits at the head (AcquireN) is not overtaken by smaller ones behind
-// it. An abandoned waiter drops out after WithWaiterTimeout. TryAcquire
+// order: it never over-grants nor starves a waiter, and a request for
+// several permits at the head (AcquireN) is not overtaken by smaller ones
+// behind it. An abandoned waiter drops out after WithWaiterTimeout. TryAcquire
 // wins only a free permit with nobody queued ahead, and leaves no ticket.
 func NewFairSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
-	s, err := newFairSemaphore(latchkit.KindFairSemaphore, cl.core(), name, limit, opts)
+	s, err := newFairSemaphore(latchkit.KindFairSemaphore, core(cl), name, limit, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func NewFairSemaphore(cl *Client, name string, limit int, opts ...Option) (Semap
 // (Redisson's fair lock): a FairSemaphore of one permit, with the same
 // lease semantics as a Mutex.
 func NewFairMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
-	s, err := newFairSemaphore(latchkit.KindFairMutex, cl.core(), name, 1, opts)
+	s, err := newFairSemaphore(latchkit.KindFairMutex, core(cl), name, 1, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +78,7 @@ func newFairSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int
 	if err != nil {
 		return nil, err
 	}
+	st.Keys = st.Keys[:keyspace.FairLayout.Scripted()] // the scripts' KEYS (see fair_acquire.lua)
 	cfg, channel := st.Cfg, st.Channel
 	inbox := pubsub.Inbox(b, channel)
 	stored := "1"
@@ -94,9 +95,10 @@ func newFairSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int
 	}
 	s.attemptFn = kit.ScriptAttempt(b, fairAcquire, s.Keys, s.args, s, kind, name, &s.Cfg)
 	s.tryFn = kit.ScriptAttempt(b, fairAcquire, s.Keys, s.tryArgs, s, kind, name, &s.Cfg)
-	// The give-back of an acquisition that ended without a grant: its ticket
-	// leaves the queue, and a permit it holds (granted by an attempt whose
-	// reply was lost, or handed over) is passed on.
+	// The give-back of an acquisition that ended without a grant it saw:
+	// its ticket leaves the queue, a permit it holds (granted by an attempt
+	// whose reply was lost, or handed over) is passed on, and the token is
+	// remembered, so that a late copy of its attempt is refused.
 	s.withdrawFn = func(ctx context.Context, token string) error {
 		_, err := s.B.Eval(ctx, fairWithdraw, s.Keys, append([]string{token}, s.relArgs...))
 		return err
@@ -129,7 +131,7 @@ func (s *fairSemaphore) SetLimit(ctx context.Context, limit int) error {
 	if err := s.CheckLimit(limit); err != nil {
 		return err
 	}
-	if err := s.Cfg.Begin(); err != nil {
+	if err := s.Cfg.BeginCall(ctx); err != nil {
 		return kit.OpErr("set_limit", s.Kind, s.Name, err)
 	}
 	defer s.Cfg.End()
@@ -144,8 +146,11 @@ func (s *fairSemaphore) acquire(ctx context.Context, n int, try bool) (latchkit.
 	if err := s.CheckPermits(n); err != nil {
 		return nil, err
 	}
-	a := kit.Acquisition{Op: "acquire", Kind: s.Kind, Name: s.Name, Chans: s.wchans, Try: try,
+	a := kit.Acquisition{Op: "acquire", Method: "Acquire", Kind: s.Kind, Name: s.Name, Chans: s.wchans, Try: try,
 		Attempt: s.attemptFn, GiveBack: s.withdrawFn, Queues: true, WakeID: true, Handed: s.handedFn}
+	if s.Kind == latchkit.KindFairMutex {
+		a.Method = "Lock" // a FairMutex's Lock and TryLock
+	}
 	if try {
 		a.Chans = s.Chans
 		a.Attempt = s.tryFn
@@ -183,13 +188,12 @@ func (s *fairSemaphore) Pass(ctx context.Context, token string) (bool, error) {
 }
 
 func (s *fairSemaphore) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
-	return kit.Remaining(s.B.Eval(ctx, fairTTL, []string{s.Keys[1], s.Keys[4]}, []string{token}))
+	return kit.Remaining(s.B.Eval(ctx, fairTTL, []string{s.Keys[1], s.Keys[2]}, []string{token}))
 }
 
 // RenewCall is fairSemaphore's one extend call: the queue, liveness and
-// holders as KEYS; the ticket counter, annotations and weights as
-// companions.
+// holders as KEYS; annotations and weights as companions.
 func (s *fairSemaphore) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return s.B, fairExtend, []string{s.Keys[0], s.Keys[1], s.Keys[4]}, kit.ExtendArgs(token, ttl, s.Keys[2], s.Keys[6], s.Keys[8]),
+	return s.B, fairExtend, []string{s.Keys[0], s.Keys[1], s.Keys[2]}, kit.ExtendArgs(token, ttl, s.Keys[4], s.Keys[6]),
 		s.Cfg.AckReplicas == 0
 }

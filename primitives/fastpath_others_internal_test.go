@@ -16,22 +16,25 @@ import (
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/keyspace"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
-// The uncontended calls of the Semaphore, the RWLock's readers and the
-// Latch are answered by fast paths in front of the prelude, as the
-// Mutex's are (issue 29, item 5): a Semaphore's TryAcquire+Release, a
-// TryRLock+Release and a TrySetCount+CountDown make no closure.
+// The uncontended calls of the Semaphore, the RWLock's readers, the
+// FairSemaphore and the Latch are answered by fast paths in front of the
+// prelude, as the Mutex's are (issue 29, item 5; the FairSemaphore's since
+// issue 39): a Semaphore's TryAcquire+Release, a TryRLock+Release, a
+// FairSemaphore's on a name nobody else uses and a TrySetCount+CountDown
+// make no closure.
 
 // otherFastScripts are the scripts with such a fast path.
 var otherFastScripts = []struct {
 	name string
 	s    *backend.Script
 }{
-	{"sem_acquire", semAcquire}, {"sem_release", semRelease},
-	{"rw_read", rwRead}, {"rw_read_release", rwReadRelease},
-	{"latch_set", latchSet}, {"latch_down", latchDown},
+	{"sem_acquire", semAcquireScript}, {"sem_release", semReleaseScript},
+	{"rw_read", loadScript("rw_read")}, {"rw_read_release", loadScript("rw_read_release")},
+	{"latch_set", latchSetScript}, {"latch_down", latchDownScript},
+	{"fair_acquire", fairAcquire}, {"fair_release", fairRelease},
 }
 
 var localFunction = regexp.MustCompile(`(?m)^local function (\w+)`)
@@ -106,13 +109,20 @@ func cmds(c ...[]any) [][]any { return c }
 
 // fpScripts are the cases of each script.
 func fpScripts() []struct {
-	name  string
-	s     *backend.Script
-	keys  []string
-	cases []fpCase
+	name     string
+	s        *backend.Script
+	keys     []string // the cases' keys
+	evalKeys []string // the script's KEYS, when not keys
+	cases    []fpCase
 } {
+	// The scripts' KEYS (each layout's legacy keys, which no script
+	// takes, apart).
 	sk := keyspace.SemLayout.KeysOf("fp:", "s")
 	rk := keyspace.RWLayout.KeysOf("fp:", "r")
+	fk := keyspace.FairLayout.KeysOf("fp:", "f")
+	sk, semLegacy := sk[:keyspace.SemLayout.Scripted()], sk[keyspace.SemLayout.Scripted():]
+	rk, rwLegacy := rk[:keyspace.RWLayout.Scripted()], rk[keyspace.RWLayout.Scripted():]
+	fk, fairLegacy := fk[:keyspace.FairLayout.Scripted()], fk[keyspace.FairLayout.Scripted():]
 	lk := keyspace.LatchLayout.KeysOf("fp:", "l")
 	ms := func(n int64) string { return strconv.FormatInt(n, 10) }
 	us := func(nowMs int64) int64 { return nowMs * 1000 }
@@ -120,75 +130,132 @@ func fpScripts() []struct {
 	list := func(i int) func(k []string, _ int64) [][]any {
 		return func(k []string, _ int64) [][]any { return cmds([]any{"RPUSH", k[i], "x"}) }
 	}
-	// a semaphore with two live holders, old and recent finished tokens
-	semBusy := func(k []string, now int64) [][]any {
-		return cmds(
-			[]any{"ZADD", k[0], now + 5000, "a", now + 9000, "b"}, []any{"PEXPIRE", k[0], 9000},
-			[]any{"HSET", k[2], "a", us(now) - 10, "b", us(now) - 5}, []any{"PEXPIRE", k[2], 40000},
-			[]any{"SET", k[1], ms(us(now) - 5), "PX", fpRet},
-			[]any{"ZADD", k[3], now - 70000, "old", now - 1000, "recent"}, []any{"PEXPIRE", k[3], 59000},
-		)
+	// holders is a ZADD of a holders zset: each token with its expiry and
+	// its fence member ("#" and the token) with its fence.
+	holders := func(key string, hs ...any) []any {
+		c := []any{"ZADD", key}
+		for i := 0; i+2 < len(hs)+1; i += 3 {
+			c = append(c, hs[i+1], hs[i], hs[i+2], "#"+hs[i].(string))
+		}
+		return c
 	}
-	semArgs := func(n, mark, note string) []string { return []string{fpTok, fpTTL, "5", n, mark, note, fpRet} }
+	// lone is a lone holder of a holders zset: its token scored by its
+	// fence, its expiry the key's (pttl ms; 0 for none). Nothing is
+	// written beside a lone holder (an annotation, a weight, a waiter's
+	// mark or intent: the scripts spread it first), and the cases keep to
+	// the states the scripts make.
+	lone := func(key, tok string, fence, pttl int64) [][]any {
+		c := cmds([]any{"ZADD", key, fence, tok})
+		if pttl > 0 {
+			c = append(c, []any{"PEXPIRE", key, pttl})
+		}
+		return c
+	}
+	// given-back tokens, old and recent
+	gone := func(key string, now int64) [][]any {
+		return cmds([]any{"ZADD", key, now - 70000, "old", now - 1000, "recent"}, []any{"PEXPIRE", key, 59000})
+	}
+	// latchkit 0.x's keys (a counter, then a hash), which no script
+	// reads or writes any more
+	legacy := func(k []string) [][]any {
+		return cmds([]any{"SET", k[0], "abc"}, []any{"HSET", k[1], "old", "1.5"})
+	}
+	// a semaphore with two live holders
+	semBusy := func(k []string, now int64) [][]any {
+		return cmds(holders(k[0], "a", now+5000, us(now)-10, "b", now+9000, us(now)-5), []any{"PEXPIRE", k[0], 9000})
+	}
+	semArgs := func(n, mark, note string) []string { return []string{fpTok, fpTTL, mark, note, fpRet, "5", n} }
 	sem := semArgs("1", "0", "")
 	var semCases []fpCase
 	semCases = append(semCases,
 		fpCase{"fresh", "fast", none, sem},
-		fpCase{"two live holders, finished tokens", "fast", semBusy, sem},
+		fpCase{"two live holders", "fast", semBusy, sem},
 		fpCase{"holders live longer than the ttl", "fast", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 90000, "a"}, []any{"PEXPIRE", k[0], 90000},
-				[]any{"HSET", k[2], "a", 1}, []any{"PEXPIRE", k[2], 90000})
+			return cmds(holders(k[0], "a", now+90000, us(now)-10), []any{"PEXPIRE", k[0], 90000})
 		}, sem},
-		fpCase{"fences without expiry", "fast", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 5000, "a"}, []any{"PEXPIRE", k[0], 5000}, []any{"HSET", k[2], "a", 1})
+		fpCase{"holders without expiry", "fast", func(k []string, now int64) [][]any {
+			return cmds(holders(k[0], "a", now+5000, us(now)-10))
 		}, sem},
-		fpCase{"fence counter ahead of the clock", "fast", func(k []string, now int64) [][]any {
-			return cmds([]any{"SET", k[1], ms(us(now) + 10_000_000_000), "PX", fpRet})
+		fpCase{"a holder's fence ahead of the clock", "fast", func(k []string, now int64) [][]any {
+			return cmds(holders(k[0], "a", now+5000, us(now)+10_000_000_000), []any{"PEXPIRE", k[0], 9000})
 		}, sem},
-		fpCase{"fence counter 0", "fast", func(k []string, now int64) [][]any { return cmds([]any{"SET", k[1], "0"}) }, sem},
-		fpCase{"fence counter negative", "fast", func(k []string, now int64) [][]any { return cmds([]any{"SET", k[1], "-7"}) }, sem},
+		fpCase{"a holder without a fence member", "fast", func(k []string, now int64) [][]any {
+			return cmds([]any{"ZADD", k[0], now + 5000, "a"}, []any{"PEXPIRE", k[0], 9000})
+		}, sem},
+		fpCase{"latchkit 0.x's fence counter and fences", "fast", func(k []string, now int64) [][]any {
+			return append(semBusy(k, now), legacy(semLegacy)...)
+		}, sem},
 		fpCase{"full", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 5000, "a", now + 6000, "b", now + 7000, "c", now + 8000, "d", now + 9000, "e"},
-				[]any{"HSET", k[4], "a", "note-a"})
+			return cmds(holders(k[0], "a", now+5000, 1e15, "b", now+6000, 1e15+1, "c", now+7000, 1e15+2, "d", now+8000, 1e15+3, "e", now+9000, 1e15+4),
+				[]any{"HSET", k[2], "a", "note-a"})
+		}, sem},
+		fpCase{"a lone holder", "fast", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 5000) }, sem},
+		fpCase{"a lone holder, its fence ahead of the clock", "fast", func(k []string, now int64) [][]any {
+			return lone(k[0], "a", us(now)+10_000_000_000, 5000)
+		}, sem},
+		fpCase{"a lone holder living longer than the ttl", "fast", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 90000) }, sem},
+		fpCase{"a lone holder without expiry", "slow", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 0) }, sem},
+		fpCase{"a lone holder, limit 1", "slow", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 5000) },
+			[]string{fpTok, fpTTL, "1", "1", "0", "", fpRet}},
+		fpCase{"a lone holder, limit 1, a waiting attempt", "slow", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 5000) },
+			[]string{fpTok, fpTTL, "1", "1", "3000", "", fpRet}},
+		fpCase{"a lone holder, several permits", "slow", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 5000) },
+			semArgs("2", "0", "")},
+		fpCase{"the token a lone holder", "slow", func(k []string, now int64) [][]any { return lone(k[0], fpTok, 42e13, 5000) }, sem},
+		fpCase{"a lone holder, given-back tokens", "slow", func(k []string, now int64) [][]any {
+			return append(lone(k[0], "a", us(now)-10, 5000), gone(k[1], now)...)
 		}, sem},
 		fpCase{"four held", "fast", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 5000, "a", now + 6000, "b", now + 7000, "c", now + 8000, "d"})
+			return cmds(holders(k[0], "a", now+5000, 1e15, "b", now+6000, 1e15+1, "c", now+7000, 1e15+2, "d", now+8000, 1e15+3))
 		}, sem},
 		fpCase{"a dead holder", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now - 1, "dead", now + 9000, "b"}, []any{"HSET", k[2], "dead", 3, "b", 4})
+			return cmds(holders(k[0], "dead", now-1, us(now)-20, "b", now+9000, us(now)-10))
+		}, sem},
+		fpCase{"a dead holder with the highest fence, ahead of the clock", "slow", func(k []string, now int64) [][]any {
+			return cmds(holders(k[0], "dead", now-1, us(now)+10_000_000_000, "b", now+9000, us(now)-10))
 		}, sem},
 		fpCase{"a holder dead at this ms", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now, "dead"}, []any{"HSET", k[2], "dead", 3})
+			return cmds(holders(k[0], "dead", now, us(now)-20))
 		}, sem},
 		fpCase{"held by the token", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 1000, fpTok}, []any{"HSET", k[2], fpTok, 42})
+			return cmds(holders(k[0], fpTok, now+1000, 42e13))
 		}, sem},
 		fpCase{"held by the token, expired", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now - 1000, fpTok, now + 5000, "a"}, []any{"HSET", k[2], fpTok, 42})
+			return cmds(holders(k[0], fpTok, now-1000, 42e13, "a", now+5000, us(now)-10))
 		}, sem},
-		fpCase{"the token finished", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[3], now - 10, fpTok})
+		fpCase{"the token given back", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"ZADD", k[1], now - 10, fpTok})
+		}, sem},
+		fpCase{"given-back tokens", "slow", func(k []string, now int64) [][]any { return append(semBusy(k, now), gone(k[1], now)...) }, sem},
+		fpCase{"a fence kept ahead of the clock", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"ZADD", k[1], us(now) + 10_000_000_000, "#"}, []any{"PEXPIRE", k[1], 70000})
 		}, sem},
 		fpCase{"with an annotation", "slow", none, semArgs("1", "0", "me")},
 		fpCase{"annotations stored", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 5000, "a"}, []any{"HSET", k[4], "a", "note-a"})
+			return cmds(holders(k[0], "a", now+5000, us(now)-10), []any{"HSET", k[2], "a", "note-a"})
 		}, sem},
 		fpCase{"weights stored", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 5000, "a"}, []any{"HSET", k[5], "a", 3})
+			return cmds(holders(k[0], "a", now+5000, us(now)-10), []any{"HSET", k[3], "a", 3})
 		}, sem},
 		fpCase{"a waiter's mark", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"HSET", k[5], "~", now + 5000})
+			return cmds([]any{"HSET", k[3], "!", now + 5000})
 		}, sem},
-		fpCase{"a stored limit", "slow", func(k []string, now int64) [][]any { return cmds([]any{"SET", k[6], "1"}) }, sem},
+		fpCase{"a waiter for several permits' mark", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"HSET", k[3], "~", now + 5000, "!", now + 5000})
+		}, sem},
+		fpCase{"fresh, a waiting attempt", "fast", none, semArgs("1", "3000", "")},
+		fpCase{"full, a waiting attempt", "slow", func(k []string, now int64) [][]any {
+			return cmds(holders(k[0], "a", now+5000, 1e15, "b", now+6000, 1e15+1, "c", now+7000, 1e15+2, "d", now+8000, 1e15+3, "e", now+9000, 1e15+4))
+		}, semArgs("1", "3000", "")},
+		fpCase{"full, a waiting attempt, a mark", "slow", func(k []string, now int64) [][]any {
+			return cmds(holders(k[0], "a", now+5000, 1e15, "b", now+6000, 1e15+1, "c", now+7000, 1e15+2, "d", now+8000, 1e15+3, "e", now+9000, 1e15+4),
+				[]any{"HSET", k[3], "!", now + 9000})
+		}, semArgs("1", "3000", "")},
+		fpCase{"a stored limit", "slow", func(k []string, now int64) [][]any { return cmds([]any{"SET", k[4], "1"}) }, sem},
 		fpCase{"several permits", "slow", none, semArgs("2", "0", "")},
 		fpCase{"several permits, waiting", "slow", semBusy, semArgs("4", "3000", "")},
 		fpCase{"above the limit", "", none, semArgs("6", "0", "")},
 	)
-	for _, v := range []string{"abc", "007", "+5", "1.5", "1234567890123456789", ""} {
-		semCases = append(semCases, fpCase{fmt.Sprintf("fence counter %q", v), "", func(k []string, now int64) [][]any {
-			return cmds([]any{"SET", k[1], v})
-		}, sem})
-	}
 	for i, k := range sk {
 		semCases = append(semCases, fpCase{"a list at " + k, "", list(i), sem},
 			fpCase{"busy, a list at " + k, "", func(ks []string, now int64) [][]any {
@@ -198,46 +265,73 @@ func fpScripts() []struct {
 
 	rel := func(flag ...string) []string { return append([]string{fpTok, "chan"}, flag...) }
 	semHeld := func(k []string, now int64) [][]any {
-		return append(semBusy(k, now), []any{"ZADD", k[0], now + 20000, fpTok}, []any{"HSET", k[2], fpTok, us(now) - 1})
+		return append(semBusy(k, now), holders(k[0], fpTok, now+20000, us(now)-1))
 	}
 	semOnly := func(k []string, now int64) [][]any {
-		return cmds([]any{"ZADD", k[0], now + 30000, fpTok}, []any{"PEXPIRE", k[0], 30000},
-			[]any{"HSET", k[2], fpTok, us(now) - 1}, []any{"PEXPIRE", k[2], 30000}, []any{"SET", k[1], ms(us(now) - 1), "PX", fpRet})
+		return cmds(holders(k[0], fpTok, now+30000, us(now)-1), []any{"PEXPIRE", k[0], 30000})
 	}
 	var semRelCases []fpCase
 	for _, flag := range [][]string{nil, {"1"}} {
+		fast := "fast"
+		if flag != nil {
+			fast = "slow" // a give-back: the slow path alone
+		}
 		semRelCases = append(semRelCases,
-			fpCase{fmt.Sprint("only holder ", flag), "fast", semOnly, rel(flag...)},
-			fpCase{fmt.Sprint("among holders ", flag), "fast", semHeld, rel(flag...)},
-			fpCase{fmt.Sprint("held, finished tokens without expiry ", flag), "fast", func(k []string, now int64) [][]any {
-				return append(semOnly(k, now), []any{"ZADD", k[3], now - 61000, "x", now, "y"})
+			fpCase{fmt.Sprint("only holder ", flag), fast, semOnly, rel(flag...)},
+			fpCase{fmt.Sprint("a lone holder ", flag), fast, func(k []string, now int64) [][]any { return lone(k[0], fpTok, us(now)-10, 30000) }, rel(flag...)},
+			fpCase{fmt.Sprint("a lone holder, its fence ahead of the clock ", flag), "slow", func(k []string, now int64) [][]any {
+				return lone(k[0], fpTok, us(now)+10_000_000_000, 30000)
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("a lone holder, another's ", flag), "slow", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 30000) }, rel(flag...)},
+			fpCase{fmt.Sprint("among holders ", flag), fast, semHeld, rel(flag...)},
+			fpCase{fmt.Sprint("held, given-back tokens ", flag), fast, func(k []string, now int64) [][]any {
+				return append(semOnly(k, now), gone(k[1], now)...)
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, latchkit 0.x's keys ", flag), fast, func(k []string, now int64) [][]any {
+				return append(semOnly(k, now), legacy(semLegacy)...)
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, a fence ahead of the clock ", flag), "slow", func(k []string, now int64) [][]any {
+				return cmds(holders(k[0], fpTok, now+30000, us(now)+10_000_000_000), []any{"PEXPIRE", k[0], 30000})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, a fence ahead of the clock, a higher one kept ", flag), "slow", func(k []string, now int64) [][]any {
+				return cmds(holders(k[0], fpTok, now+30000, us(now)+10_000_000_000), []any{"PEXPIRE", k[0], 30000},
+					[]any{"ZADD", k[1], us(now) + 20_000_000_000, "#", now - 10, "x"}, []any{"PEXPIRE", k[1], 80000})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, a fence ahead of the clock, a list for the given-back tokens ", flag), "", func(k []string, now int64) [][]any {
+				return cmds(holders(k[0], fpTok, now+30000, us(now)+10_000_000_000), []any{"PEXPIRE", k[0], 30000}, []any{"RPUSH", k[1], "x"})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("expired ", flag), "slow", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[0], now - 1, fpTok}, []any{"HSET", k[2], fpTok, 1})
+				return cmds(holders(k[0], fpTok, now-1, us(now)-5000))
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("expiring at this ms ", flag), "slow", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[0], now, fpTok}, []any{"HSET", k[2], fpTok, 1})
+				return cmds(holders(k[0], fpTok, now, us(now)-5000))
 			}, rel(flag...)},
-			fpCase{fmt.Sprint("released before ", flag), "slow", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[3], now - 10, fpTok})
+			fpCase{fmt.Sprint("given back before ", flag), "slow", func(k []string, now int64) [][]any {
+				return cmds([]any{"ZADD", k[1], now - 10, fpTok})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("not held ", flag), "slow", semBusy, rel(flag...)},
 			fpCase{fmt.Sprint("annotated ", flag), "slow", func(k []string, now int64) [][]any {
-				return append(semHeld(k, now), []any{"HSET", k[4], fpTok, "me"})
+				return append(semHeld(k, now), []any{"HSET", k[2], fpTok, "me"})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("another annotated ", flag), "slow", func(k []string, now int64) [][]any {
-				return append(semHeld(k, now), []any{"HSET", k[4], "a", "them"})
+				return append(semHeld(k, now), []any{"HSET", k[2], "a", "them"})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("weighted ", flag), "slow", func(k []string, now int64) [][]any {
-				return append(semHeld(k, now), []any{"HSET", k[5], fpTok, 2})
+				return append(semHeld(k, now), []any{"HSET", k[3], fpTok, 2})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("a waiter for several permits' mark ", flag), "slow", func(k []string, now int64) [][]any {
+				return append(semHeld(k, now), []any{"HSET", k[3], "~", now + 5000, "!", now + 5000})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("a waiter's mark ", flag), "slow", func(k []string, now int64) [][]any {
-				return append(semHeld(k, now), []any{"HSET", k[5], "~", now + 5000})
+				return append(semHeld(k, now), []any{"HSET", k[3], "!", now + 5000})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("a waiter's mark, expired ", flag), "slow", func(k []string, now int64) [][]any {
+				return append(semHeld(k, now), []any{"HSET", k[3], "!", now - 5})
 			}, rel(flag...)},
 		)
 	}
 	semRelCases = append(semRelCases,
-		fpCase{"pass", "slow", semHeld, rel("0")},
+		fpCase{"pass (a release)", "fast", semHeld, rel("0")},
 		fpCase{"pass, not held", "slow", semBusy, rel("0")},
 	)
 	for i, k := range sk {
@@ -246,28 +340,38 @@ func fpScripts() []struct {
 		}, rel()}, fpCase{"a list at " + k, "", list(i), rel()})
 	}
 
-	rw := []string{fpTok, fpTTL, "", fpRet}
+	rw := []string{fpTok, fpTTL, "0", "", fpRet}
 	rwBusy := func(k []string, now int64) [][]any {
-		return cmds(
-			[]any{"ZADD", k[0], now + 5000, "a", now + 9000, "b"}, []any{"PEXPIRE", k[0], 9000},
-			[]any{"HSET", k[4], "a", us(now) - 10, "b", us(now) - 5}, []any{"PEXPIRE", k[4], 40000},
-			[]any{"SET", k[3], ms(us(now) - 5), "PX", fpRet},
-			[]any{"ZADD", k[5], now - 70000, "old", now - 1000, "recent"}, []any{"PEXPIRE", k[5], 59000},
-		)
+		return cmds(holders(k[0], "a", now+5000, us(now)-10, "b", now+9000, us(now)-5), []any{"PEXPIRE", k[0], 9000})
 	}
 	var rwCases []fpCase
 	rwCases = append(rwCases,
 		fpCase{"fresh", "fast", none, rw},
-		fpCase{"two live readers, finished tokens", "fast", rwBusy, rw},
+		fpCase{"two live readers", "fast", rwBusy, rw},
 		fpCase{"readers live longer than the ttl", "fast", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 90000, "a"}, []any{"PEXPIRE", k[0], 90000},
-				[]any{"HSET", k[4], "a", 1}, []any{"PEXPIRE", k[4], 90000})
+			return cmds(holders(k[0], "a", now+90000, us(now)-10), []any{"PEXPIRE", k[0], 90000})
 		}, rw},
-		fpCase{"fence counter ahead of the clock", "fast", func(k []string, now int64) [][]any {
-			return cmds([]any{"SET", k[3], ms(us(now) + 10_000_000_000), "PX", fpRet})
+		fpCase{"a lone reader", "fast", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 5000) }, rw},
+		fpCase{"a lone reader, its fence ahead of the clock", "fast", func(k []string, now int64) [][]any {
+			return lone(k[0], "a", us(now)+10_000_000_000, 5000)
+		}, rw},
+		fpCase{"a lone reader without expiry", "slow", func(k []string, now int64) [][]any { return lone(k[0], "a", us(now)-10, 0) }, rw},
+		fpCase{"the token a lone reader", "slow", func(k []string, now int64) [][]any { return lone(k[0], fpTok, 42e13, 5000) }, rw},
+		fpCase{"a reader's fence ahead of the clock", "fast", func(k []string, now int64) [][]any {
+			return cmds(holders(k[0], "a", now+5000, us(now)+10_000_000_000), []any{"PEXPIRE", k[0], 9000})
+		}, rw},
+		fpCase{"latchkit 0.x's fence counter and fences", "fast", func(k []string, now int64) [][]any {
+			return append(rwBusy(k, now), legacy(rwLegacy)...)
+		}, rw},
+		fpCase{"given-back tokens", "slow", func(k []string, now int64) [][]any { return append(rwBusy(k, now), gone(k[3], now)...) }, rw},
+		fpCase{"a fence kept ahead of the clock", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"ZADD", k[3], us(now) + 10_000_000_000, "#"}, []any{"PEXPIRE", k[3], 70000})
 		}, rw},
 		fpCase{"a writer", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"SET", k[1], "w", "PX", 5000}, []any{"HSET", k[6], "w", "note-w"})
+			return cmds([]any{"SET", k[1], "w " + ms(us(now)-10), "PX", 5000}, []any{"HSET", k[4], "w", "note-w"})
+		}, rw},
+		fpCase{"a writer of latchkit 0.x", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"SET", k[1], "w", "PX", 5000}, []any{"HSET", k[4], "w", "note-w"})
 		}, rw},
 		fpCase{"a foreign writer key", "slow", func(k []string, now int64) [][]any { return cmds([]any{"SET", k[1], "w"}) }, rw},
 		fpCase{"a writer waiting", "slow", func(k []string, now int64) [][]any {
@@ -277,28 +381,22 @@ func fpScripts() []struct {
 			return append(rwBusy(k, now), []any{"ZADD", k[2], now - 3000, "w"})
 		}, rw},
 		fpCase{"a dead reader", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now - 1, "dead", now + 9000, "b"}, []any{"HSET", k[4], "dead", 3, "b", 4},
-				[]any{"HSET", k[6], "dead", "x"})
+			return cmds(holders(k[0], "dead", now-1, us(now)-20, "b", now+9000, us(now)-10), []any{"HSET", k[4], "dead", "x"})
 		}, rw},
 		fpCase{"held by the token", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 1000, fpTok}, []any{"HSET", k[4], fpTok, 42})
+			return cmds(holders(k[0], fpTok, now+1000, 42e13))
 		}, rw},
 		fpCase{"held by the token, expired", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now - 1000, fpTok}, []any{"HSET", k[4], fpTok, 42})
+			return cmds(holders(k[0], fpTok, now-1000, 42e13))
 		}, rw},
-		fpCase{"the token finished", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[5], now - 10, fpTok})
+		fpCase{"the token given back", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"ZADD", k[3], now - 10, fpTok})
 		}, rw},
-		fpCase{"with an annotation", "slow", none, []string{fpTok, fpTTL, "me", fpRet}},
+		fpCase{"with an annotation", "slow", none, []string{fpTok, fpTTL, "0", "me", fpRet}},
 		fpCase{"annotations stored", "slow", func(k []string, now int64) [][]any {
-			return cmds([]any{"ZADD", k[0], now + 5000, "a"}, []any{"HSET", k[6], "a", "note-a"})
+			return cmds(holders(k[0], "a", now+5000, us(now)-10), []any{"HSET", k[4], "a", "note-a"})
 		}, rw},
 	)
-	for _, v := range []string{"abc", "007", "1234567890123456789"} {
-		rwCases = append(rwCases, fpCase{fmt.Sprintf("fence counter %q", v), "", func(k []string, now int64) [][]any {
-			return cmds([]any{"SET", k[3], v})
-		}, rw})
-	}
 	for i, k := range rk {
 		rwCases = append(rwCases, fpCase{"a list at " + k, "", list(i), rw},
 			fpCase{"busy, a list at " + k, "", func(ks []string, now int64) [][]any {
@@ -307,43 +405,62 @@ func fpScripts() []struct {
 	}
 
 	rwHeld := func(k []string, now int64) [][]any {
-		return append(rwBusy(k, now), []any{"ZADD", k[0], now + 20000, fpTok}, []any{"HSET", k[4], fpTok, us(now) - 1})
+		return append(rwBusy(k, now), holders(k[0], fpTok, now+20000, us(now)-1))
 	}
 	rwOnly := func(k []string, now int64) [][]any {
-		return cmds([]any{"ZADD", k[0], now + 30000, fpTok}, []any{"PEXPIRE", k[0], 30000},
-			[]any{"HSET", k[4], fpTok, us(now) - 1}, []any{"PEXPIRE", k[4], 30000}, []any{"SET", k[3], ms(us(now) - 1), "PX", fpRet})
+		return cmds(holders(k[0], fpTok, now+30000, us(now)-1), []any{"PEXPIRE", k[0], 30000})
 	}
 	var rwRelCases []fpCase
 	for _, flag := range [][]string{nil, {"1"}} {
+		fast := "fast"
+		if flag != nil {
+			fast = "slow" // a give-back: the slow path alone
+		}
 		rwRelCases = append(rwRelCases,
-			fpCase{fmt.Sprint("only reader ", flag), "fast", rwOnly, rel(flag...)},
-			fpCase{fmt.Sprint("among readers ", flag), "fast", rwHeld, rel(flag...)},
-			fpCase{fmt.Sprint("among readers, the others dead ", flag), "fast", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[0], now + 20000, fpTok, now - 5, "dead", now, "dying"}, []any{"HSET", k[4], fpTok, 1, "dead", 2})
+			fpCase{fmt.Sprint("only reader ", flag), fast, rwOnly, rel(flag...)},
+			fpCase{fmt.Sprint("a lone reader ", flag), fast, func(k []string, now int64) [][]any { return lone(k[0], fpTok, us(now)-10, 30000) }, rel(flag...)},
+			fpCase{fmt.Sprint("a lone reader, its fence ahead of the clock ", flag), "slow", func(k []string, now int64) [][]any {
+				return lone(k[0], fpTok, us(now)+10_000_000_000, 30000)
 			}, rel(flag...)},
-			fpCase{fmt.Sprint("annotated ", flag), "fast", func(k []string, now int64) [][]any {
-				return append(rwHeld(k, now), []any{"HSET", k[6], fpTok, "me", "a", "them"})
+			fpCase{fmt.Sprint("among readers ", flag), fast, rwHeld, rel(flag...)},
+			fpCase{fmt.Sprint("among readers, the others dead ", flag), fast, func(k []string, now int64) [][]any {
+				return cmds(holders(k[0], fpTok, now+20000, us(now)-1, "dead", now-5, us(now)-30, "dying", now, us(now)-20))
 			}, rel(flag...)},
-			fpCase{fmt.Sprint("another annotated ", flag), "fast", func(k []string, now int64) [][]any {
-				return append(rwOnly(k, now), []any{"HSET", k[6], "a", "them"})
+			fpCase{fmt.Sprint("annotated ", flag), "slow", func(k []string, now int64) [][]any {
+				return append(rwHeld(k, now), []any{"HSET", k[4], fpTok, "me", "a", "them"})
 			}, rel(flag...)},
-			fpCase{fmt.Sprint("held, finished tokens without expiry ", flag), "fast", func(k []string, now int64) [][]any {
-				return append(rwOnly(k, now), []any{"ZADD", k[5], now - 61000, "x", now, "y"})
+			fpCase{fmt.Sprint("a writer waiting ", flag), "slow", func(k []string, now int64) [][]any {
+				return append(rwOnly(k, now), []any{"ZADD", k[2], now + 3000, "w"})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("a writer waiting, other readers ", flag), "slow", func(k []string, now int64) [][]any {
+				return append(rwHeld(k, now), []any{"ZADD", k[2], now + 3000, "w"})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("another annotated ", flag), "slow", func(k []string, now int64) [][]any {
+				return append(rwOnly(k, now), []any{"HSET", k[4], "a", "them"})
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, given-back tokens ", flag), fast, func(k []string, now int64) [][]any {
+				return append(rwOnly(k, now), gone(k[3], now)...)
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, latchkit 0.x's keys ", flag), fast, func(k []string, now int64) [][]any {
+				return append(rwOnly(k, now), legacy(rwLegacy)...)
+			}, rel(flag...)},
+			fpCase{fmt.Sprint("held, a fence ahead of the clock ", flag), "slow", func(k []string, now int64) [][]any {
+				return cmds(holders(k[0], fpTok, now+30000, us(now)+10_000_000_000), []any{"PEXPIRE", k[0], 30000})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("expired ", flag), "slow", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[0], now - 1, fpTok}, []any{"HSET", k[4], fpTok, 1})
+				return cmds(holders(k[0], fpTok, now-1, us(now)-5000))
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("expiring at this ms ", flag), "slow", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[0], now, fpTok}, []any{"HSET", k[4], fpTok, 1})
+				return cmds(holders(k[0], fpTok, now, us(now)-5000))
 			}, rel(flag...)},
-			fpCase{fmt.Sprint("released before ", flag), "slow", func(k []string, now int64) [][]any {
-				return cmds([]any{"ZADD", k[5], now - 10, fpTok})
+			fpCase{fmt.Sprint("given back before ", flag), "slow", func(k []string, now int64) [][]any {
+				return cmds([]any{"ZADD", k[3], now - 10, fpTok})
 			}, rel(flag...)},
 			fpCase{fmt.Sprint("not held ", flag), "slow", rwBusy, rel(flag...)},
 		)
 	}
 	rwRelCases = append(rwRelCases,
-		fpCase{"pass", "slow", rwHeld, rel("0")},
+		fpCase{"pass (a release)", "fast", rwHeld, rel("0")},
 		fpCase{"pass, not held", "slow", rwBusy, rel("0")},
 	)
 	for i, k := range rk {
@@ -352,7 +469,7 @@ func fpScripts() []struct {
 		}, rel()}, fpCase{"a list at " + k, "", list(i), rel()})
 	}
 
-	set := []string{"id1", "1", fpRet}
+	set := []string{"id1", "chan", fpRet, "1"}
 	hash := func(fv ...any) func(k []string, now int64) [][]any {
 		return func(k []string, now int64) [][]any {
 			c := []any{"HSET", k[0]}
@@ -368,23 +485,26 @@ func fpScripts() []struct {
 	ago := func(d int64) func(int64) int64 { return func(now int64) int64 { return now - d } }
 	latchSetCases := []fpCase{
 		{"fresh", "fast", none, set},
-		{"fresh, count 3", "fast", none, []string{"id1", "3", fpRet}},
-		{"counting", "slow", hash("count", "2", "initial", "2", "round", "id0", "s:id0", ago(10)), set},
-		{"at zero", "slow", hash("count", "0", "initial", "1", "round", "id0", "s:id0", ago(70000), "d:x", ago(10)), set},
-		{"set by this call", "slow", hash("count", "0", "initial", "1", "round", "id1", "s:id1", ago(10), "d:x", ago(5)), set},
+		{"fresh, count 3", "fast", none, []string{"id1", "chan", fpRet, "3"}},
+		{"counting", "slow", hash("count", "2", "initial", "2", "round", "id0", "s:id0", "r"), set},
+		{"at zero", "slow", hash("count", "0", "initial", "1", "round", "id0", "s:id0", "r", "d:x", "r", "s:old", ago(70000), "d:y", ago(10)), set},
+		{"at zero, ids of latchkit 0.x", "slow", hash("count", "0", "initial", "1", "round", "id0", "s:id0", ago(70000), "d:x", ago(10)), set},
+		{"set by this call", "slow", hash("count", "0", "initial", "1", "round", "id1", "s:id1", "r", "d:x", "r"), set},
+		{"set by this call, a round ago", "slow", hash("count", "1", "initial", "1", "round", "id2", "s:id2", "r", "s:id1", ago(10)), set},
 		{"a hash without a count", "", hash("other", "1"), set},
 		{"a count that is not one", "", hash("count", "abc"), set},
 		{"a list", "", list(0), set},
 	}
 	down := []string{"id1", "chan", fpRet}
 	latchDownCases := []fpCase{
-		{"count 1", "fast", hash("count", "1", "initial", "1", "round", "id0", "s:id0", ago(10)), down},
-		{"count 3", "fast", hash("count", "3", "initial", "3", "round", "id0", "s:id0", ago(10)), down},
-		{"count 10", "fast", hash("count", "10", "initial", "10", "round", "id0", "s:id0", ago(10)), down},
+		{"count 1", "fast", hash("count", "1", "initial", "1", "round", "id0", "s:id0", "r"), down},
+		{"count 3", "fast", hash("count", "3", "initial", "3", "round", "id0", "s:id0", "r"), down},
+		{"count 10", "fast", hash("count", "10", "initial", "10", "round", "id0", "s:id0", "r"), down},
 		// at zero, and counted: answered by one read, as the slow path answers them
-		{"at zero", "", hash("count", "0", "initial", "1", "round", "id0", "d:x", ago(10)), down},
-		{"counted by this call", "fast", hash("count", "2", "initial", "3", "round", "id0", "d:id1", ago(10)), down},
-		{"counted by this call, now zero", "", hash("count", "0", "initial", "1", "round", "id0", "d:id1", ago(10)), down},
+		{"at zero", "", hash("count", "0", "initial", "1", "round", "id0", "d:x", "r"), down},
+		{"counted by this call", "fast", hash("count", "2", "initial", "3", "round", "id0", "d:id1", "r"), down},
+		{"counted by this call, a round ago", "fast", hash("count", "2", "initial", "2", "round", "id0", "d:id1", ago(10)), down},
+		{"counted by this call, now zero", "", hash("count", "0", "initial", "1", "round", "id0", "d:id1", "r"), down},
 		{"never set", "slow", none, down},
 		{"count 00", "slow", hash("count", "00"), down},
 		{"count 007", "", hash("count", "007"), down},
@@ -395,18 +515,80 @@ func fpScripts() []struct {
 		{"a hash without a count", "", hash("other", "1"), down},
 		{"a list", "", list(0), down},
 	}
+
+	fairArgs := func(try, inbox, n, note string) []string {
+		return []string{fpTok, fpTTL, "2", "3000", try, inbox, n, "1", note, fpRet}
+	}
+	fairTry, fairWait := fairArgs("1", "", "1", ""), fairArgs("0", "inbox", "1", "")
+	// a FairSemaphore held by "a" (ticket 1), with "w" waiting behind (ticket 2)
+	fairBusy := func(k []string, now int64) [][]any {
+		return cmds([]any{"ZADD", k[0], 1, "a", 2, "w"}, []any{"ZADD", k[1], now + 5000, "a", now + 3000, "w"},
+			[]any{"HSET", k[2], "a", us(now) - 10}, []any{"HSET", k[5], "w", "inbox-w"}, []any{"HSET", k[6], "w", 2},
+			[]any{"PEXPIRE", k[0], 5000}, []any{"PEXPIRE", k[1], 5000}, []any{"PEXPIRE", k[2], 5000}, []any{"PEXPIRE", k[5], 5000}, []any{"PEXPIRE", k[6], 5000})
+	}
+	fairCases := []fpCase{
+		{"fresh, a Try", "fast", none, fairTry},
+		{"fresh, a waiting attempt", "fast", none, fairWait},
+		{"latchkit 0.x's counters", "fast", func(k []string, now int64) [][]any {
+			return cmds([]any{"SET", fairLegacy[0], "abc"}, []any{"SET", fairLegacy[1], "1.5"})
+		}, fairTry},
+		{"held, a Try", "slow", fairBusy, fairTry},
+		{"held, a waiting attempt", "slow", fairBusy, fairWait},
+		{"given-back tokens", "slow", func(k []string, now int64) [][]any { return gone(k[3], now) }, fairTry},
+		{"a fence kept ahead of the clock", "slow", func(k []string, now int64) [][]any {
+			return cmds([]any{"ZADD", k[3], us(now) + 10_000_000_000, "#"}, []any{"PEXPIRE", k[3], 70000})
+		}, fairTry},
+		{"a stored limit", "slow", func(k []string, now int64) [][]any { return cmds([]any{"SET", k[7], "1"}) }, fairTry},
+		{"with an annotation", "slow", none, fairArgs("1", "", "1", "me")},
+		{"several permits", "slow", none, fairArgs("1", "", "2", "")},
+	}
+	for i, k := range fk {
+		fairCases = append(fairCases, fpCase{"a list at " + k, "", list(i), fairTry})
+	}
+	fairRel := []string{fpTok, "chan", "2", "3000", fpRet, "1"}
+	fairOnly := func(k []string, now int64) [][]any {
+		return cmds([]any{"ZADD", k[0], 1, fpTok}, []any{"ZADD", k[1], now + 30000, fpTok}, []any{"HSET", k[2], fpTok, us(now) - 1},
+			[]any{"PEXPIRE", k[0], 30000}, []any{"PEXPIRE", k[1], 30000}, []any{"PEXPIRE", k[2], 30000})
+	}
+	fairRelCases := []fpCase{
+		{"only holder", "fast", fairOnly, fairRel},
+		{"only holder, given-back tokens", "fast", func(k []string, now int64) [][]any { return append(fairOnly(k, now), gone(k[3], now)...) }, fairRel},
+		{"only holder, latchkit 0.x's counters", "fast", func(k []string, now int64) [][]any {
+			return append(fairOnly(k, now), []any{"SET", fairLegacy[0], "abc"}, []any{"SET", fairLegacy[1], "1.5"})
+		}, fairRel},
+		{"a waiter behind", "slow", func(k []string, now int64) [][]any {
+			return append(fairOnly(k, now), []any{"ZADD", k[0], 2, "w"}, []any{"ZADD", k[1], now + 3000, "w"}, []any{"HSET", k[5], "w", "inbox-w"})
+		}, fairRel},
+		{"a fence ahead of the clock", "slow", func(k []string, now int64) [][]any {
+			return append(fairOnly(k, now), []any{"HSET", k[2], fpTok, us(now) + 10_000_000_000})
+		}, fairRel},
+		{"expired", "slow", func(k []string, now int64) [][]any {
+			return append(fairOnly(k, now), []any{"ZADD", k[1], now - 1, fpTok})
+		}, fairRel},
+		{"annotated", "slow", func(k []string, now int64) [][]any { return append(fairOnly(k, now), []any{"HSET", k[4], fpTok, "me"}) }, fairRel},
+		{"a stored limit", "slow", func(k []string, now int64) [][]any { return append(fairOnly(k, now), []any{"SET", k[7], "3"}) }, fairRel},
+		{"not held", "slow", fairBusy, fairRel},
+	}
+	for i, k := range fk {
+		fairRelCases = append(fairRelCases, fpCase{"held, a list at " + k, "", func(ks []string, now int64) [][]any {
+			return append(slices.DeleteFunc(fairOnly(ks, now), func(c []any) bool { return c[1] == k }), []any{"RPUSH", k, "x"})
+		}, fairRel}, fpCase{"a list at " + k, "", list(i), fairRel})
+	}
 	return []struct {
-		name  string
-		s     *backend.Script
-		keys  []string
-		cases []fpCase
+		name     string
+		s        *backend.Script
+		keys     []string
+		evalKeys []string
+		cases    []fpCase
 	}{
-		{"sem_acquire", semAcquire, sk, semCases},
-		{"sem_release", semRelease, sk, semRelCases},
-		{"rw_read", rwRead, rk, rwCases},
-		{"rw_read_release", rwReadRelease, rk, rwRelCases},
-		{"latch_set", latchSet, lk, latchSetCases},
-		{"latch_down", latchDown, lk, latchDownCases},
+		{"sem_acquire", semAcquireScript, sk, nil, semCases},
+		{"sem_release", semReleaseScript, sk, sk[:4], semRelCases},
+		{"rw_read", loadScript("rw_read"), rk, nil, rwCases},
+		{"rw_read_release", loadScript("rw_read_release"), rk, []string{rk[0], rk[2], rk[3], rk[4]}, rwRelCases},
+		{"latch_set", latchSetScript, lk, nil, latchSetCases},
+		{"latch_down", latchDownScript, lk, nil, latchDownCases},
+		{"fair_acquire", fairAcquire, fk, nil, fairCases},
+		{"fair_release", fairRelease, fk, nil, fairRelCases},
 	}
 }
 
@@ -432,7 +614,7 @@ type fpServer struct {
 	barrierN int
 }
 
-func (s *fpServer) run(t *testing.T, ctx context.Context, src string, keys []string, c fpCase, now time.Time) fpOutcome {
+func (s *fpServer) run(t *testing.T, ctx context.Context, src string, keys, evalKeys []string, c fpCase, now time.Time) fpOutcome {
 	t.Helper()
 	if err := s.c.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -455,7 +637,10 @@ func (s *fpServer) run(t *testing.T, ctx context.Context, src string, keys []str
 	for i, a := range c.args {
 		args[i] = a
 	}
-	v, err := s.c.Eval(ctx, src, keys, args...).Result()
+	if evalKeys == nil {
+		evalKeys = keys
+	}
+	v, err := s.c.Eval(ctx, src, evalKeys, args...).Result()
 	var o fpOutcome
 	if s.stats != nil {
 		n, serr := s.stats()
@@ -490,7 +675,7 @@ func (s *fpServer) dump(t *testing.T, ctx context.Context) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, k := range keys {
+	for _, k := range keyspace.WithoutClientRecords(keys) {
 		typ := s.c.Type(ctx, k).Val()
 		var v any
 		switch typ {
@@ -647,8 +832,8 @@ func TestOtherFastPathsDoWhatTheSlowPathsDo(t *testing.T) {
 				}
 				for _, c := range sc.cases {
 					now := s.clock()
-					got := s.run(t, ctx, full, sc.keys, c, now)
-					want := s.run(t, ctx, slow, sc.keys, c, now)
+					got := s.run(t, ctx, full, sc.keys, sc.evalKeys, c, now)
+					want := s.run(t, ctx, slow, sc.keys, sc.evalKeys, c, now)
 					what := sc.name + ": " + c.name
 					if !fpSame(got.reply, want.reply, s.exact) {
 						t.Errorf("%s: reply %s, without the fast path %s", what, got.reply, want.reply)

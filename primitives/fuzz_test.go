@@ -17,7 +17,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -160,7 +160,7 @@ func (e *fuzzEnv) flush() {
 func (e *fuzzEnv) keys() []string {
 	var ks []string
 	for _, m := range e.ms {
-		ks = append(ks, m.Keys()...)
+		ks = append(ks, keyspace.WithoutClientRecords(m.Keys())...)
 	}
 	return ks
 }
@@ -271,14 +271,21 @@ func (c *fuzzCase) ack() (int, time.Duration) {
 }
 
 // valid reports whether the documented rules shared by every constructor
-// accept the case's name and options. A TTL below primitives.MinTTL (3ms,
-// above the drift allowance TTL/100+2ms) is refused: a lease that short
-// would count itself lost as soon as it was granted.
-func (c *fuzzCase) valid(name string) bool {
+// accept the case's name and options.
+func (c *fuzzCase) valid(name string) bool { return nameValid(name) && c.optsValid() }
+
+// nameValid reports whether a primitive's name is accepted: not empty, at
+// most primitives.MaxName bytes (issue 38, finding 6).
+func nameValid(name string) bool { return name != "" && len(name) <= primitives.MaxName }
+
+// optsValid reports whether the options are accepted. A TTL below
+// primitives.MinTTL (5ms) is refused: a lease that short would live less
+// than half its TTL (the drift allowance, TTL/100+2ms, takes the rest).
+func (c *fuzzCase) optsValid() bool {
 	n, at := c.ack()
 	ttl := c.effTTL()
 	switch {
-	case name == "", ttl < primitives.MinTTL,
+	case ttl < primitives.MinTTL,
 		c.effWaiter() < 3*time.Millisecond, !c.prefixValid(),
 		at != 0 && n < 1, n != 0 && at < time.Millisecond, n != 0 && at >= ttl:
 		return false
@@ -290,14 +297,13 @@ func (c *fuzzCase) valid(name string) bool {
 func (c *fuzzCase) multiNames() []string { return strings.Split(c.name, ",") }
 
 func (c *fuzzCase) multiValid() bool {
-	names := c.multiNames()
-	if !c.valid(strings.Join(names, ",")) {
+	if !c.optsValid() {
 		return false
 	}
-	sorted := slices.Clone(names)
+	sorted := slices.Clone(c.multiNames())
 	slices.Sort(sorted)
 	for i, n := range sorted {
-		if !c.valid(n) || i > 0 && sorted[i-1] == n {
+		if !nameValid(n) || i > 0 && sorted[i-1] == n {
 			return false
 		}
 	}
@@ -320,7 +326,7 @@ func (c *fuzzCase) redlockBackends(e *fuzzEnv) []backend.Backend {
 
 func (c *fuzzCase) redlockValid() bool {
 	switch {
-	case c.name == "", c.effTTL() < primitives.MinTTL, c.effInstance() < 0, !c.prefixValid(),
+	case !nameValid(c.name), c.effTTL() < primitives.MinTTL, c.effInstance() < 0, !c.prefixValid(),
 		c.emptyBackends, c.nilBackend, c.dupBackend && c.nBackends > 1:
 		return false
 	}
@@ -333,12 +339,14 @@ func (c *fuzzCase) prefixValid() bool {
 	return c.effPrefix() != "" && !strings.ContainsAny(c.effPrefix(), "{}")
 }
 
-// redlockTimeout is the documented per-instance timeout of a Redlock.
+// redlockTimeout is the documented per-instance timeout of a Redlock: the
+// caller's, or a twentieth of the TTL, between 5ms and 100ms, at most half
+// the TTL.
 func (c *fuzzCase) redlockTimeout() time.Duration {
 	if t := c.effInstance(); t != 0 {
 		return t
 	}
-	return min(max(c.effTTL()/20, 5*time.Millisecond), 100*time.Millisecond)
+	return min(max(c.effTTL()/20, 5*time.Millisecond), 100*time.Millisecond, c.effTTL()/2)
 }
 
 // checkKeys checks that every key on the servers is a key of the
@@ -484,6 +492,14 @@ func FuzzConstructors(f *testing.F) {
 		{name: "x", limit: 1, redlock: 2 | 1<<3},        // a backend twice
 		{name: "x", limit: 1, redlock: 1 << 4},          // no backends
 		{name: "x", limit: 1, redlock: 1 | 1<<2 | 1<<3}, // two, the second nil
+		// Names at the cap (accepted and granted by every constructor, a
+		// MultiLock's each) and one byte past it (refused): issue 38,
+		// finding 6.
+		{name: strings.Repeat("n", primitives.MaxName), limit: 1, redlock: 2},
+		{name: strings.Repeat("{", primitives.MaxName), limit: 1},
+		{name: strings.Repeat("n", primitives.MaxName+1), limit: 1, redlock: 2},
+		{name: strings.Repeat("a", primitives.MaxName) + "," + strings.Repeat("b", primitives.MaxName), limit: 1},
+		{name: strings.Repeat("a", primitives.MaxName+1) + ",b", limit: 1},
 	} {
 		f.Add(s.name, s.prefix, s.ttl, s.waiter, s.instance, s.ackTimeout, s.limit, s.ackN, s.bits, s.redlock)
 	}
@@ -513,12 +529,12 @@ func FuzzConstructors(f *testing.F) {
 			{"NewRedlock", one, c.redlockValid(), func() (any, error) {
 				return primitives.NewRedlock(clienttest.All(t, c.redlockBackends(e)), name, c.redlockOptions()...)
 			}, mutexTry},
-			{"NewLatch", one, name != "" && c.prefixValid(), func() (any, error) { return primitives.NewLatch(clienttest.For(t, b), name, c.latchOptions()...) }, latchTry(t, e, c, one)},
+			{"NewLatch", one, nameValid(name) && c.prefixValid(), func() (any, error) { return primitives.NewLatch(clienttest.For(t, b), name, c.latchOptions()...) }, latchTry(t, e, c, one)},
 		}
 		for _, k := range ctors {
 			e.flush()
 			p, err := k.build()
-			step := fmt.Sprintf("%s(%q)", k.kind, name)
+			step := fmt.Sprintf("%s(%s)", k.kind, shortName(name))
 			if ks := e.keys(); len(ks) != 0 {
 				t.Fatalf("%s wrote keys %q (err %v)", step, ks, err)
 			}
@@ -532,7 +548,9 @@ func FuzzConstructors(f *testing.F) {
 				continue
 			}
 			if !k.valid {
-				t.Fatalf("%s accepted invalid arguments (%+v)", step, c)
+				shown := *c
+				shown.name = shortName(c.name)
+				t.Fatalf("%s accepted invalid arguments (%+v)", step, shown)
 			}
 			for i, try := range k.tries(p) {
 				e.flush()
@@ -540,6 +558,15 @@ func FuzzConstructors(f *testing.F) {
 			}
 		}
 	})
+}
+
+// shortName quotes name for a message, cut to its first 40 bytes and its
+// length when it is longer.
+func shortName(name string) string {
+	if len(name) <= 40 {
+		return fmt.Sprintf("%q", name)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", name[:40], len(name))
 }
 
 // tryStep makes one Try* on a primitive that was accepted and releases the
@@ -562,6 +589,9 @@ func tryStep(t *testing.T, e *fuzzEnv, c *fuzzCase, k ctor, step string, try fun
 	if err != nil {
 		if k.kind == "NewRedlock" && c.redlockTimeout() < 20*time.Millisecond {
 			return // each instance may get too short a time to answer
+		}
+		if errors.Is(err, latchkit.ErrUnavailable) && c.effTTL() < time.Second {
+			return // a grant that came back after its few ms of TTL is given back, not handed out dead
 		}
 		t.Fatalf("%s: %v", step, err)
 	}

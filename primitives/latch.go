@@ -7,14 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/keyspace"
-	"github.com/latchkit/latchkit/internal/kit"
-	"github.com/latchkit/latchkit/internal/pubsub"
-
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	pkit "github.com/latchkit/latchkit/kit"
 )
 
 // Latch is a countdown latch shared over Redis, like Java's CountDownLatch
@@ -39,28 +34,30 @@ type Latch interface {
 	Wait(ctx context.Context) error
 }
 
-// The Latch scripts (lua/latch_*.lua): one hash per latch (LatchLayout).
+// latchLayout is a Latch's one hash (keyspace.LatchLayout, whose key and
+// channel it makes: TestKitLayoutsAreKeyspaces).
+var latchLayout = pkit.Layout{Kind: latchkit.KindLatch, Channel: ":latch:rel",
+	Keys: []pkit.Key{{Name: "latch", Suffix: ":latch", Type: "hash"}}}
+
+// The Latch scripts (lua/latch_*.lua), on package kit.
 var (
-	latchSet  = loadScript("latch_set")
-	latchDown = loadScript("latch_down")
-	latchRead = loadScript("latch_read")
+	latchSet  = pkit.MustLoad(luaFiles, &latchLayout, "latch_set")
+	latchDown = pkit.MustLoad(luaFiles, &latchLayout, "latch_down")
+	latchRead = pkit.MustLoad(luaFiles, &latchLayout, "latch_read")
 )
 
-// latchRecheck bounds how long a waiting Wait sleeps without a message: it
-// re-reads the count at least this often. The key's remaining time is the
-// natural bound (an expired latch is open), but it can be a day, and the
-// wait loop jitters a hint by up to a sixteenth of it; re-reading once a
-// minute keeps an expiry noticed within seconds, at one read a minute per
-// waiter.
+// latchRecheck bounds how long a waiting Wait sleeps without a message (a
+// latch's recheck, which tests shorten): it re-reads the count at least this
+// often. The key's remaining time is the natural bound (an expired latch is
+// open), but it can be a day, and the wait loop jitters a hint by up to a
+// sixteenth of it; re-reading once a minute keeps an expiry noticed within
+// seconds, at one read a minute per waiter.
 const latchRecheck = time.Minute
 
+// latch is written on package kit alone (TestBuiltinsOnThePublicKit).
 type latch struct {
-	b       backend.Backend
-	name    string
-	cfg     kit.Config
-	keys    []string // {the latch's hash}
-	channel string
-	chans   []string // {channel}, shared by every Wait (read-only)
+	s       *pkit.Site
+	recheck time.Duration // latchRecheck
 }
 
 // NewLatch returns the countdown latch named name; every call is one Lua
@@ -70,63 +67,54 @@ type latch struct {
 // change and then reads as open: keep the retention well above the longest
 // pause between count-downs. See docs/guarantees.md, "The latch".
 func NewLatch(cl *Client, name string, opts ...LatchOption) (Latch, error) {
-	b := kit.BackendOf(cl.core())
-	cfg, err := newConfig(latchkit.KindLatch, cl.core(), name, lockOptions(opts, LatchOption.latchOption))
+	s, err := pkit.NewSite(cl, &latchLayout, name, latchOptions(opts)...)
 	if err != nil {
 		return nil, err
 	}
-	ch := keyspace.LatchLayout.Channel(cfg.Prefix, name)
-	return &latch{b: b, name: name, cfg: cfg, keys: keyspace.LatchLayout.KeysOf(cfg.Prefix, name),
-		channel: ch, chans: []string{ch}}, nil
+	return &latch{s: s, recheck: latchRecheck}, nil
 }
 
 func (l *latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if n < 1 {
-		return false, kit.Invalid("setcount", latchkit.KindLatch, l.name, "count %d is below 1", n)
+		return false, &latchkit.OpError{Op: "setcount", Kind: latchkit.KindLatch, Name: l.s.Name(),
+			Err: fmt.Errorf("%w: count %d is below 1", latchkit.ErrInvalid, n)}
 	}
-	v, err := l.eval(ctx, latchSet, []string{kit.NewToken(), strconv.FormatInt(n, 10), l.cfg.RetArg})
+	v, err := l.s.Do(ctx, "setcount", latchSet, strconv.FormatInt(n, 10))
 	if err != nil {
-		err = kit.KeyErr(ctx, l.b, l.keys, err)
+		return false, err
 	}
-	ok, err := kit.Flag(v, err)
-	if err != nil {
-		return false, kit.OpErr("setcount", latchkit.KindLatch, l.name, err)
+	switch v {
+	case int64(1):
+		return true, nil
+	case int64(0):
+		return false, nil
 	}
-	return ok, nil
+	return false, badReply("setcount", l.s.Name(), v)
 }
 
 func (l *latch) CountDown(ctx context.Context) error {
-	v, err := l.eval(ctx, latchDown, []string{kit.NewToken(), l.channel, l.cfg.RetArg})
-	if err == nil {
-		if _, ok := v.(int64); !ok {
-			err = kit.BadReply(v)
-		}
-	}
+	v, err := l.s.Do(ctx, "countdown", latchDown)
 	if err != nil {
-		return kit.OpErr("countdown", latchkit.KindLatch, l.name, kit.KeyErr(ctx, l.b, l.keys, err))
+		return err
+	}
+	if _, ok := v.(int64); !ok {
+		return badReply("countdown", l.s.Name(), v)
 	}
 	return nil
 }
 
 func (l *latch) Count(ctx context.Context) (int64, error) {
-	if err := l.cfg.Begin(); err != nil {
-		return 0, kit.OpErr("count", latchkit.KindLatch, l.name, err)
-	}
-	defer l.cfg.End()
 	n, _, _, err := l.read(ctx)
-	if err != nil {
-		return 0, kit.OpErr("count", latchkit.KindLatch, l.name, err)
-	}
-	return n, nil
+	return n, err
 }
 
 func (l *latch) Wait(ctx context.Context) error {
 	var round string
 	seen := false
-	attempt := func(ctx context.Context, _ *kit.Attempt) (latchkit.Lease, error) {
+	return l.s.Wait(ctx, "Wait", func(ctx context.Context) error {
 		n, pttl, r, err := l.read(ctx)
-		if err != nil {
-			return nil, err
+		if oe := (*latchkit.OpError)(nil); errors.As(err, &oe) {
+			return oe.Err // the wait's error says its op
 		}
 		if !seen {
 			round, seen = r, true
@@ -134,17 +122,14 @@ func (l *latch) Wait(ctx context.Context) error {
 		if n == 0 || r != round {
 			// Open, or the round first seen ended (it reached zero or
 			// expired) and another began before this read.
-			return nil, nil
+			return nil
 		}
-		hint := latchRecheck
+		hint := l.recheck
 		if pttl >= 0 {
-			hint = min(time.Duration(pttl)*time.Millisecond, latchRecheck)
+			hint = min(time.Duration(pttl)*time.Millisecond, l.recheck)
 		}
-		return nil, &countErr{n: n, held: kit.HeldErr(hint.Milliseconds(), "")}
-	}
-	_, err := l.cfg.Acquire(ctx, l.b, kit.Acquisition{Op: "wait", Kind: latchkit.KindLatch, Name: l.name,
-		Chans: l.chans, Attempt: attempt, NoLease: true})
-	return err
+		return &countErr{n: n, held: &latchkit.HeldError{WaitHint: hint}}
+	})
 }
 
 // countErr is the outcome of a Wait's read that found the count above
@@ -159,15 +144,16 @@ func (e *countErr) Error() string { return fmt.Sprintf("latch count is %d", e.n)
 func (e *countErr) Unwrap() error { return e.held }
 
 // read runs lua/latch_read.lua: the count, the key's PTTL (ms; negative
-// without one) and the round ("" when none).
+// without one) and the round ("" when none). Its error is a
+// *latchkit.OpError of the op "count".
 func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err error) {
-	v, err := l.b.Eval(ctx, latchRead, l.keys, nil)
+	v, err := l.s.Eval(ctx, "count", latchRead)
 	if err != nil {
-		return 0, 0, "", kit.KeyErr(ctx, l.b, l.keys, err)
+		return 0, 0, "", err
 	}
 	a, ok := v.([]backend.Value)
 	if !ok || len(a) != 3 {
-		return 0, 0, "", kit.BadReply(v)
+		return 0, 0, "", badReply("count", l.s.Name(), v)
 	}
 	s, ok1 := a[0].(string)
 	pttl, ok2 := a[1].(int64)
@@ -175,53 +161,13 @@ func (l *latch) read(ctx context.Context) (n, pttl int64, round string, err erro
 		round, ok = a[2].(string)
 	}
 	if n, err = strconv.ParseInt(s, 10, 64); !ok1 || !ok2 || !ok || err != nil || n < 0 {
-		return 0, 0, "", kit.BadReply(v)
+		return 0, 0, "", badReply("count", l.s.Name(), v)
 	}
 	return n, pttl, round, nil
 }
 
-// eval runs a script that carries its call's id in ARGV[1], trying again
-// with the same arguments while Redis cannot be reached, paced by the
-// retry policy, until it gets an answer or ctx ends: the script recognizes
-// its id, so a try that did get through is not applied twice. When ctx
-// ended the call, the error matches ctx's error. Errors are as the backend
-// returned them (see kit.ScriptErr).
-func (l *latch) eval(ctx context.Context, s *backend.Script, args []string) (backend.Value, error) {
-	if err := l.cfg.Begin(); err != nil {
-		return nil, err
-	}
-	defer l.cfg.End()
-	var policy backoff.BackOff
-	for tries := 1; ; tries++ {
-		v, err := l.b.Eval(ctx, s, l.keys, args)
-		if err == nil {
-			return v, nil
-		}
-		if cerr := kit.CtxDone(ctx); cerr != nil {
-			if !errors.Is(err, cerr) {
-				err = fmt.Errorf("%w: %w", cerr, err)
-			}
-			return nil, err
-		}
-		if !errors.Is(err, backend.ErrUnavailable) {
-			return nil, err
-		}
-		if policy == nil {
-			policy = l.cfg.Retry()
-			// Close ends the retries too.
-			var unbind func()
-			ctx, unbind = l.cfg.Bind(ctx)
-			defer unbind()
-		}
-		d := policy.NextBackOff()
-		if d == backoff.Stop {
-			return nil, fmt.Errorf("gave up after %d tries: %w", tries, err)
-		}
-		if werr := pubsub.Sleep(ctx, d); werr != nil {
-			if cause := context.Cause(ctx); cause == kit.ErrClientClosed {
-				werr = fmt.Errorf("%w: %w", cause, werr)
-			}
-			return nil, fmt.Errorf("%w: %w", werr, err)
-		}
-	}
+// badReply is the error of a latch call op whose script replied v, a
+// shape it never replies.
+func badReply(op, name string, v backend.Value) error {
+	return &latchkit.OpError{Op: op, Kind: latchkit.KindLatch, Name: name, Err: fmt.Errorf("unexpected script reply: %#v", v)}
 }

@@ -20,6 +20,15 @@ import (
 	"github.com/latchkit/latchkit/retry"
 )
 
+// The Latch's scripts as the backend runs them (latch.go loads them
+// through package kit, whose Script hides them): the same source, so the
+// same hash.
+var (
+	latchSetScript  = loadScript("latch_set")
+	latchDownScript = loadScript("latch_down")
+	latchReadScript = loadScript("latch_read")
+)
+
 // lostReplies runs the first n latch calls it sees on the server, then
 // reports Redis unreachable instead of their replies: the calls were
 // applied, their callers cannot know.
@@ -30,7 +39,7 @@ type lostReplies struct {
 
 func (f *lostReplies) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
 	v, err := f.Backend.Eval(ctx, s, keys, args)
-	if (s == latchSet || s == latchDown) && f.seen.Add(1) <= f.n.Load() {
+	if (s.Hash() == latchSetScript.Hash() || s.Hash() == latchDownScript.Hash()) && f.seen.Add(1) <= f.n.Load() {
 		return nil, &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("injected: reply lost, connection reset")}
 	}
 	return v, err
@@ -96,7 +105,7 @@ func TestLatchRetention(t *testing.T) {
 	if n, err := l.Count(ctx); n != 0 || err != nil {
 		t.Errorf("after the retention: Count %d, %v; want 0", n, err)
 	}
-	if keys := m.Keys(); len(keys) != 0 {
+	if keys := keyspace.WithoutClientRecords(m.Keys()); len(keys) != 0 {
 		t.Errorf("keys left after the retention: %v", keys)
 	}
 	if err := l.Wait(ctx); err != nil {
@@ -104,33 +113,60 @@ func TestLatchRetention(t *testing.T) {
 	}
 
 	// Round A reaches zero: a minute left; round B re-arms it at once
-	// and keeps A's ids; a re-arming more than a minute later forgets
-	// them.
+	// and keeps A's ids, stamped with the clock; a re-arming more than a
+	// minute after that forgets them, and stamps B's (issue 39: no call
+	// but a re-arming reads the clock; ids were stamped by each call, and
+	// B's set was forgotten a minute after it was made, although its
+	// round had just ended).
 	l.TrySetCount(ctx, 2)
 	l.CountDown(ctx)
 	l.CountDown(ctx)
 	if ttl := m.TTL(key); ttl != kit.MarkerTTL {
 		t.Errorf("at zero: ttl %v, want %v", ttl, kit.MarkerTTL)
 	}
-	ids := func() int {
-		n := 0
+	ids := func() (n int, stamped []string) {
 		fields, _ := m.HKeys(key)
 		for _, f := range fields {
 			if strings.HasPrefix(f, "s:") || strings.HasPrefix(f, "d:") {
 				n++
+				if m.HGet(key, f) != "r" {
+					stamped = append(stamped, f)
+				}
 			}
 		}
-		return n
+		return n, stamped
 	}
 	l.TrySetCount(ctx, 1) // B
-	if n := ids(); n != 4 {
+	if n, _ := ids(); n != 4 {
 		t.Errorf("round B set at once: %d ids kept, want 4 (A's set and two count-downs, B's set)", n)
 	}
 	tick(61 * time.Second)
 	l.CountDown(ctx)      // B done
 	l.TrySetCount(ctx, 1) // C
-	if n := ids(); n != 2 {
-		t.Errorf("round C set a minute later: %d ids kept, want 2 (B's count-down, C's set)", n)
+	n, stamped := ids()
+	if n != 3 {
+		t.Errorf("round C set a minute later: %d ids kept, want 3 (B's set and count-down, C's set)", n)
+	}
+	// A late copy of B's count-down, in round C, is recognized.
+	for _, f := range stamped {
+		if !strings.HasPrefix(f, "d:") {
+			continue
+		}
+		if _, err := b.Eval(ctx, latchDownScript, []string{key}, []string{strings.TrimPrefix(f, "d:"), "ch", kit.Ms(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := l.Count(ctx); c != 1 || err != nil {
+			t.Errorf("a late copy of round B's count-down, in round C: count %d, %v; want 1 (recognized)", c, err)
+		}
+	}
+	if len(stamped) != 2 {
+		t.Errorf("round C set: ids of ended rounds %v, want B's set and count-down", stamped)
+	}
+	tick(61 * time.Second)
+	l.CountDown(ctx)      // C done
+	l.TrySetCount(ctx, 1) // D
+	if n, _ := ids(); n != 3 {
+		t.Errorf("round D set a minute later: %d ids kept, want 3 (C's set and count-down, D's set)", n)
 	}
 }
 
@@ -163,7 +199,7 @@ type beforeRead struct {
 }
 
 func (b *beforeRead) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
-	if s == latchRead && b.seen.Add(1) == b.n {
+	if s.Hash() == latchReadScript.Hash() && b.seen.Add(1) == b.n {
 		b.f()
 	}
 	return b.Backend.Eval(ctx, s, keys, args)
@@ -216,5 +252,52 @@ func TestLatchWaitPolicyGivesUp(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Wait whose policy gave up after two reads took %v", d)
+	}
+}
+
+// countReads counts the latch reads made through it that have returned.
+type countReads struct {
+	backend.Backend
+	reads atomic.Int32
+}
+
+func (b *countReads) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	v, err := b.Backend.Eval(ctx, s, keys, args)
+	if s.Hash() == latchReadScript.Hash() {
+		b.reads.Add(1)
+	}
+	return v, err
+}
+
+// TestBoundLatchRecheck (issue 38, finding 11; the bound latchRecheck of
+// docs/bounds.md, a minute, set to 50 ms here): a Wait on a latch whose
+// key has a day left reads the count again once the re-read interval has
+// passed without a message, and returns when it finds the latch open: the
+// key was lost (FLUSHALL, a failover), which sends no message.
+func TestBoundLatchRecheck(t *testing.T) {
+	m, b := newMiniBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	counted := &countReads{Backend: b}
+	l, err := NewLatch(testClient(t, counted), "silent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*latch).recheck = 50 * time.Millisecond
+	if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
+		t.Fatalf("TrySetCount: %v, %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx) }()
+	for counted.reads.Load() < 2 { // the read before subscribing and the one after: count 2
+		time.Sleep(time.Millisecond)
+	}
+	before := counted.reads.Load()
+	m.FlushAll()
+	if err := <-done; err != nil {
+		t.Fatalf("Wait on a latch whose key was lost: %v", err)
+	}
+	if counted.reads.Load() <= before {
+		t.Errorf("Wait returned without reading again (%d reads)", counted.reads.Load())
 	}
 }

@@ -3,8 +3,13 @@ package primitives
 import (
 	"testing"
 
-	"github.com/latchkit/latchkit/internal/leakcheck"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/leakcheck"
 )
 
-// No lease watchdog or timer goroutine may outlive the tests.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+// No lease watchdog or timer goroutine may outlive the tests. The fast
+// lane runs the scenarios marked parallel several at once (lane.Widen).
+func TestMain(m *testing.M) {
+	lane.Widen()
+	leakcheck.Main(m)
+}

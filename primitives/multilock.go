@@ -62,21 +62,18 @@ type multiLock struct {
 // MultiLease: Fence is the highest of the names' fences, Fences each
 // name's own, the one a resource guarded by that name should check.
 func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
-	b := kit.BackendOf(cl.core())
+	if len(names) == 0 {
+		return nil, kit.Invalid("new", latchkit.KindMultiLock, "", "the list of names is empty")
+	}
+	b := kit.BackendOf(core(cl))
 	label := strings.Join(names, ",")
-	cfg, err := newConfig(latchkit.KindMultiLock, cl.core(), label, opts)
+	cfg, err := newConfigNames(latchkit.KindMultiLock, core(cl), label, names, opts)
 	if err != nil {
 		return nil, err
-	}
-	if len(names) == 0 {
-		return nil, kit.Invalid("new", latchkit.KindMultiLock, label, "no names")
 	}
 	sorted := slices.Clone(names)
 	slices.Sort(sorted)
 	for i, n := range sorted {
-		if n == "" {
-			return nil, kit.Invalid("new", latchkit.KindMultiLock, label, "an empty name")
-		}
 		if i > 0 && sorted[i-1] == n {
 			return nil, kit.Invalid("new", latchkit.KindMultiLock, label, "name %q given twice", n)
 		}
@@ -85,7 +82,7 @@ func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
 		split: backend.IsCluster(b) && len(sorted) > 1, ttlArg: kit.Ms(cfg.TTL),
 		waitArg: kit.Ms(cfg.WaiterTimeout), handArg: kit.Ms(min(cfg.TTL, cfg.WaiterTimeout))}
 	for _, n := range sorted {
-		m, err := newMutex(latchkit.KindMultiLock, cl.core(), n, opts)
+		m, err := newMutex(latchkit.KindMultiLock, core(cl), n, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -103,12 +100,12 @@ func NewMultiLock(cl *Client, names []string, opts ...Option) (Mutex, error) {
 }
 
 func (ml *multiLock) Lock(ctx context.Context) (latchkit.Lease, error) {
-	return ml.cfg.Acquire(ctx, ml.b, kit.Acquisition{Op: "lock", Kind: latchkit.KindMultiLock, Name: ml.label,
+	return ml.cfg.Acquire(ctx, ml.b, kit.Acquisition{Op: "lock", Method: "Lock", Kind: latchkit.KindMultiLock, Name: ml.label,
 		Chans: ml.chans, Attempt: ml.attemptFn, GiveBack: ml.withdrawFn, Queues: true, WakeID: true})
 }
 
 func (ml *multiLock) TryLock(ctx context.Context) (latchkit.Lease, error) {
-	return ml.cfg.Acquire(ctx, ml.b, kit.Acquisition{Op: "lock", Kind: latchkit.KindMultiLock, Name: ml.label,
+	return ml.cfg.Acquire(ctx, ml.b, kit.Acquisition{Op: "lock", Method: "Lock", Kind: latchkit.KindMultiLock, Name: ml.label,
 		Try: true, Attempt: ml.tryFn, GiveBack: ml.backFn})
 }
 
@@ -187,9 +184,8 @@ func (ml *multiLock) takeEach(ctx context.Context, at *kit.Attempt) ([]int64, in
 	for i, m := range ml.parts {
 		args := []string{at.Token, ml.ttlArg, at.Annotation}
 		if !at.Try {
-			args = append(args, ml.waitArg, ml.entry(at.Token))
+			args = append(args, ml.waitArg, ml.entry(at.Token), kit.QueuedArg(at))
 		}
-		args = append(args, ml.cfg.RetArg)
 		v, acks, err := ml.cfg.EvalAcquire(ctx, m.b, mutexAcquire, m.qkeys, args)
 		at.Reach = max(at.Reach, i+1)
 		if i == 0 || acks < least {

@@ -32,7 +32,7 @@ func TestMultiLockSplitPath(t *testing.T) {
 		t.Fatalf("with b held: %v", err)
 	}
 	for _, n := range []string{"a", "c"} {
-		if m.Exists("latch:{" + n + "}") {
+		if heldOn(m, "latch:{"+n+"}") {
 			t.Errorf("rollback left %s held", n)
 		}
 	}
@@ -54,7 +54,7 @@ func TestMultiLockSplitPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b", "c"} {
-		if m.Exists("latch:{" + n + "}") {
+		if heldOn(m, "latch:{"+n+"}") {
 			t.Errorf("%s held after release", n)
 		}
 	}

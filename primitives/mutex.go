@@ -76,7 +76,7 @@ type mutex struct {
 // order; a TryLock never queues. Its keys start with prefix{name} (see
 // docs/operations.md).
 func NewMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
-	m, err := newMutex(latchkit.KindMutex, cl.core(), name, opts)
+	m, err := newMutex(latchkit.KindMutex, core(cl), name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (m *mutex) acquire(ctx context.Context, kind latchkit.Kind, try bool) (latc
 	if try {
 		give = m.giveBackFn
 	}
-	return m.cfg.Acquire(ctx, m.b, kit.Acquisition{Op: "lock", Kind: kind, Name: m.name, Chans: chans, Try: try,
+	return m.cfg.Acquire(ctx, m.b, kit.Acquisition{Op: "lock", Method: "Lock", Kind: kind, Name: m.name, Chans: chans, Try: try,
 		Attempt: m.attemptFn, GiveBack: give, Queues: true, WakeID: true, Handed: m.handedFn})
 }
 
@@ -138,9 +138,9 @@ func (m *mutex) attempt(ctx context.Context, at *kit.Attempt) (latchkit.Lease, e
 	var args []string
 	keys := m.keys // a single attempt never queues: no queue keys
 	if at.Try {
-		args = []string{at.Token, m.ttlArg, at.Annotation, m.cfg.RetArg}
+		args = []string{at.Token, m.ttlArg, at.Annotation}
 	} else {
-		args = []string{at.Token, m.ttlArg, at.Annotation, m.waitArg, m.entry(at.Token), m.cfg.RetArg}
+		args = []string{at.Token, m.ttlArg, at.Annotation, m.waitArg, m.entry(at.Token), kit.QueuedArg(at)}
 		keys = m.qkeys
 	}
 	v, acks, err := m.cfg.EvalAcquire(ctx, m.b, mutexAcquire, keys, args)
@@ -165,7 +165,7 @@ func (m *mutex) Extend(ctx context.Context, token string, ttl time.Duration) (bo
 }
 
 func (m *mutex) Release(ctx context.Context, token string) (bool, error) {
-	return kit.Flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg, m.cfg.RetArg}))
+	return kit.Flag(m.b.Eval(ctx, mutexRelease, m.qkeys, []string{token, m.channel, m.handArg}))
 }
 
 // Pass frees the lock token was just granted, without ending the
@@ -194,7 +194,7 @@ func (m *mutex) withdrawEntry(ctx context.Context, token, entry string, final bo
 	if final {
 		end = "1"
 	}
-	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end, m.cfg.RetArg})
+	_, err := m.b.Eval(ctx, mutexWithdraw, m.qkeys, []string{token, m.channel, m.handArg, entry, end})
 	return err
 }
 

@@ -2,7 +2,6 @@ package primitives_test
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	redigolib "github.com/gomodule/redigo/redis"
@@ -16,7 +15,8 @@ import (
 	"github.com/latchkit/latchkit/backend/redigo"
 	"github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/backend/valkey"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/apicover"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -64,15 +64,7 @@ func TestNilBackends(t *testing.T) {
 	}
 	for what, mk := range nils {
 		for name, ctor := range ctors {
-			err := func() (err error) {
-				defer func() {
-					if r := recover(); r != nil {
-						err = fmt.Errorf("panic: %v", r)
-					}
-				}()
-				_, err = ctor(mk())
-				return err
-			}()
+			err := apicover.NoPanic(func() error { _, err := ctor(mk()); return err })
 			if !errors.Is(err, latchkit.ErrInvalid) {
 				t.Errorf("%s(%s): %v, want an error matching ErrInvalid", name, what, err)
 			}

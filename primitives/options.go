@@ -9,6 +9,7 @@ import (
 	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/internal/nilness"
+	pkit "github.com/latchkit/latchkit/kit"
 	"github.com/latchkit/latchkit/retry"
 )
 
@@ -18,7 +19,10 @@ import (
 // RedlockOption and NewLatch LatchOption: an option that does not apply
 // to a family does not compile there, and each With function's result
 // names the families it fits.
-type Option interface{ lockOption(*kit.Config) }
+type Option interface {
+	pkit.Option
+	lockOption(*kit.Config)
+}
 
 // RedlockOption configures a Redlock (NewRedlock).
 type RedlockOption interface{ redlockOption(*kit.Config) }
@@ -37,6 +41,20 @@ type (
 	redlockOpt  func(*kit.Config) // Redlocks
 )
 
+// ApplyOption makes each option a kit.Option too (the lock family's
+// options are what a primitive written on package kit takes).
+func (o anyOption) ApplyOption(c *kit.Config)   { applyTo(o, c) }
+func (o leaseOption) ApplyOption(c *kit.Config) { applyTo(o, c) }
+func (o lockOption) ApplyOption(c *kit.Config)  { applyTo(o, c) }
+func (o keptOption) ApplyOption(c *kit.Config)  { applyTo(o, c) }
+
+// applyTo applies f to c unless c is nil.
+func applyTo[F ~func(*kit.Config)](f F, c *kit.Config) {
+	if c != nil {
+		f(c)
+	}
+}
+
 func (o anyOption) lockOption(c *kit.Config)      { o(c) }
 func (o anyOption) redlockOption(c *kit.Config)   { o(c) }
 func (o anyOption) latchOption(c *kit.Config)     { o(c) }
@@ -48,14 +66,23 @@ func (o keptOption) latchOption(c *kit.Config)    { o(c) }
 func (o redlockOpt) redlockOption(c *kit.Config)  { o(c) }
 
 // MinTTL is the shortest lease time a primitive accepts (WithTTL, and
-// Lease.Extend): 3ms, the first whole millisecond above the drift
-// allowance of a lease (TTL/100 + 2ms), by which a holder counts its lease
-// gone before the server does. A TTL at or below that allowance would make
-// a lease lost as soon as it is granted.
+// Lease.Extend): 5ms. A lease's Context ends at the drift allowance
+// (TTL/100 + 2ms) before its TTL runs out, counted from the start of the
+// call that granted it (the server may count its TTL up to 2ms short: it
+// counts in whole milliseconds); from 5ms on, a lease lives at least half
+// its TTL from that call.
 const MinTTL = kit.MinTTL
 
+// MaxName is the longest name a primitive accepts, in bytes: 1024 (for a
+// MultiLock, each of its names). A longer name is refused by the
+// constructor with an error matching latchkit.ErrInvalid. A name is an
+// identifier (an invoice, a job, a path), written into every key and
+// channel of the primitive and every message that wakes its waiters, and
+// printed whole by latchctl; hash a longer natural key into one.
+const MaxName = kit.MaxName
+
 // WithTTL sets the lease time (default 10s). It must be at least MinTTL
-// (3ms): a shorter one is refused by the constructor with an error
+// (5ms): a shorter one is refused by the constructor with an error
 // matching latchkit.ErrInvalid.
 func WithTTL(d time.Duration) interface {
 	Option
@@ -110,11 +137,11 @@ func WithWaiterTimeout(d time.Duration) Option {
 	return lockOption(func(c *kit.Config) { c.WaiterTimeout = d })
 }
 
-// WithRetention sets how long a Semaphore's, FairSemaphore's or RWLock's
-// fence counter (and a stored limit) outlives the name's last grant or
-// SetLimit, and a set latch its last change (default 24h). A Mutex,
-// ReentrantMutex, MultiLock and Election keep no counter and do not use
-// it. It must be at least 1ms; every user of a name should give the same.
+// WithRetention sets how long a Semaphore's or FairSemaphore's stored
+// limit (SetLimit) outlives the name's last grant or SetLimit, and a set
+// latch its last change (default 24h). The other kinds keep nothing that
+// long (their fences come from the server's clock) and do not use it. It
+// must be at least 1ms; every user of a name should give the same.
 func WithRetention(d time.Duration) interface {
 	Option
 	LatchOption
@@ -124,7 +151,8 @@ func WithRetention(d time.Duration) interface {
 
 // WithInstanceTimeout bounds each call to one instance of a Redlock; it
 // must be far below the TTL (the default is a twentieth of it, between 5ms
-// and 100ms).
+// and 100ms, and at most half of it), and one at or above the TTL is
+// refused by NewRedlock with an error matching latchkit.ErrInvalid.
 func WithInstanceTimeout(d time.Duration) RedlockOption {
 	return redlockOpt(func(c *kit.Config) { c.InstanceTimeout = d })
 }
@@ -156,6 +184,22 @@ func WithLogger(l *slog.Logger) interface {
 	return leaseOption(func(c *kit.Config) { c.Log = l })
 }
 
+// WithHeldWarning logs one record at Warn for every lease still held d
+// after its grant (by this process's clock): its kind, name and fence, its
+// age, and the name, host, pid and id of its Client (never the token),
+// through WithLogger's logger, or slog.Default() without one. It is per
+// primitive, since what is too long depends on the work a lock guards (a
+// request's lock, a nightly job's). Default 0: off. A negative d is
+// refused by the constructor with an error matching latchkit.ErrInvalid.
+// middleware.Tracing's latchkit.lease.oldest_age is the metric of the
+// same question.
+func WithHeldWarning(d time.Duration) interface {
+	Option
+	RedlockOption
+} {
+	return leaseOption(func(c *kit.Config) { c.HeldWarning = d })
+}
+
 // WithPrefix sets the key namespace (default "latch:"). It must not be
 // empty (latchkit's keys would mix with the application's) nor contain
 // '{' or '}', which would break the hash tag that keeps a primitive's keys
@@ -171,8 +215,12 @@ func WithPrefix(p string) interface {
 // WithOwner returns a context carrying owner, the identity under which a
 // ReentrantMutex is re-entered: a Lock under the same owner while it holds
 // the lock succeeds at once. Use one owner per logical thread of work (a
-// request, a job), never a constant shared by unrelated work.
+// request, a job), never a constant shared by unrelated work. A nil ctx
+// gives nil, which every call refuses (latchkit.ErrInvalid).
 func WithOwner(ctx context.Context, owner string) context.Context {
+	if ctx == nil {
+		return nil
+	}
 	return context.WithValue(ctx, kit.OwnerKey{}, owner)
 }
 
@@ -186,15 +234,39 @@ func newSite(l keyspace.Layout, kind latchkit.Kind, cl *kit.Client, name string,
 	return kit.NewSite(l, kind, cfg, name, limit)
 }
 
-// newConfig applies opts and checks the arguments every primitive shares.
+// newConfig applies opts and checks the arguments every primitive shares,
+// its name among them.
 func newConfig(kind latchkit.Kind, cl *kit.Client, name string, opts []Option) (kit.Config, error) {
-	return kit.NewConfig(kind, cl, name, func(c *kit.Config) {
+	return newConfigNames(kind, cl, name, []string{name}, opts)
+}
+
+// newConfigNames is newConfig for a primitive over names (a MultiLock's,
+// whose name is them joined), each checked.
+func newConfigNames(kind latchkit.Kind, cl *kit.Client, name string, names []string, opts []Option) (kit.Config, error) {
+	return kit.NewConfig(kind, cl, name, names, func(c *kit.Config) {
 		for _, o := range opts {
 			if o != nil {
 				o.lockOption(c)
 			}
 		}
 	})
+}
+
+// latchOptions are a Latch's options as kit's, for kit.NewSite.
+func latchOptions(opts []LatchOption) []pkit.Option {
+	return kitOptions(lockOptions(opts, LatchOption.latchOption))
+}
+
+// kitOptions are opts as kit's (each Option is one), for kit.NewSite.
+func kitOptions(opts []Option) []pkit.Option {
+	if len(opts) == 0 {
+		return nil
+	}
+	out := make([]pkit.Option, 0, len(opts))
+	for _, o := range opts {
+		out = append(out, o)
+	}
+	return out
 }
 
 // lockOptions are a Redlock's or a Latch's options as the lock family's,

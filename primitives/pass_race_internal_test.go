@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 )
 
 // passFault is how passRacer fails the pass of the unacknowledged grant,
@@ -128,6 +129,7 @@ func (p *passRacer) counts() (grants, lands int, passed bool) {
 // done, or the lease it returns is still held in Redis by its token once
 // they are done.
 func TestReplicaAckUnsurePassNotAfterGrant(t *testing.T) {
+	lane.ParallelFast(t)
 	onFairServers(t, func(t *testing.T, srv fairServer) {
 		for _, k := range passKinds {
 			if k.cluster {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkit/latchkit/internal/keyspace"
 )
 
 // The helpers here are exported for the tests of both packages
@@ -26,7 +27,7 @@ func RedisState(t *testing.T, ctx context.Context, c *redis.Client, pattern stri
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for _, k := range keys {
+	for _, k := range keyspace.WithoutClientRecords(keys) { // a Client's record is not a primitive's state
 		typ := c.Type(ctx, k).Val()
 		var v any
 		switch typ {
@@ -73,9 +74,16 @@ func CheckUnchanged(t *testing.T, ctx context.Context, c *redis.Client, pattern 
 }
 
 // LockHolder is the token holding a Mutex-layout lock whose value is v
-// ("token fence"), and the fence.
+// ("token fence[ flags]"; "" for a free marker), and the fence.
 func LockHolder(v string) (token string, fence int64) {
-	token, f, _ := strings.Cut(v, " ")
-	fence, _ = strconv.ParseInt(f, 10, 64)
-	return token, fence
+	l := keyspace.ParseLock(v)
+	return l.Owner, l.Fence
+}
+
+// HolderTokens is the tokens among the members of a holders zset (a
+// Semaphore's holders, an RWLock's readers): every member but the fence
+// members ("#" and a token, scored by its fence; see fence_member in
+// internal/kit/lua/prelude.lua).
+func HolderTokens(members []string) []string {
+	return slices.DeleteFunc(slices.Clone(members), func(m string) bool { return strings.HasPrefix(m, "#") })
 }

@@ -26,6 +26,20 @@ type redlock struct {
 	quorum  int
 	timeout time.Duration // per instance and call
 	m       *mutex        // keys, scripts and arguments, the same on every instance
+
+	// released are, for a release of unknown outcome (a quorum neither
+	// released it nor could no longer hold it), the instances that did
+	// release it, by token: its retry counts them, since the instances
+	// remember nothing (see Release). Written on that rare path only.
+	relMu    sync.Mutex
+	released map[string]releasedBy
+}
+
+// releasedBy is which instances released a token, and when the last try
+// that left its outcome unknown ended.
+type releasedBy struct {
+	at time.Time
+	by []bool
 }
 
 // NewRedlock returns a Mutex over N independent Redis instances, a Client
@@ -35,20 +49,16 @@ type redlock struct {
 // Close of any of its clients releases its leases, and its calls then
 // return an error matching latchkit.ErrClosed.
 func NewRedlock(clients []*Client, name string, opts ...RedlockOption) (Mutex, error) {
-	var first *kit.Client
+	if len(clients) == 0 {
+		return nil, kit.Invalid("new", latchkit.KindRedlock, name, "the list of clients is empty: a Redlock needs independent Redis instances, a Client each")
+	}
 	cs := make([]*kit.Client, len(clients))
 	for i, c := range clients {
-		cs[i] = c.core()
+		cs[i] = core(c)
 	}
-	if len(cs) > 0 {
-		first = cs[0]
-	}
-	m, err := newMutex(latchkit.KindRedlock, first, name, lockOptions(opts, RedlockOption.redlockOption))
+	m, err := newMutex(latchkit.KindRedlock, cs[0], name, lockOptions(opts, RedlockOption.redlockOption))
 	if err != nil {
 		return nil, err
-	}
-	if len(cs) == 0 {
-		return nil, kit.Invalid("new", latchkit.KindRedlock, name, "no clients")
 	}
 	bs := make([]backend.Backend, len(cs))
 	for i, c := range cs {
@@ -69,13 +79,22 @@ func NewRedlock(clients []*Client, name string, opts ...RedlockOption) (Mutex, e
 		}
 	}
 	timeout := m.cfg.InstanceTimeout
-	if timeout == 0 {
-		timeout = min(max(m.cfg.TTL/20, 5*time.Millisecond), 100*time.Millisecond)
-	}
-	if timeout >= m.cfg.TTL {
-		return nil, kit.Invalid("new", latchkit.KindRedlock, name, "instance timeout %v is not below the ttl %v", timeout, m.cfg.TTL)
+	switch {
+	case timeout == 0:
+		timeout = defaultInstanceTimeout(m.cfg.TTL)
+	case timeout >= m.cfg.TTL:
+		return nil, kit.Invalid("new", latchkit.KindRedlock, name, "WithInstanceTimeout(%v) is not below the ttl %v", timeout, m.cfg.TTL)
 	}
 	return &redlock{bs: slices.Clone(bs), name: name, cfg: m.cfg, quorum: len(bs)/2 + 1, timeout: timeout, m: m}, nil
+}
+
+// defaultInstanceTimeout is a Redlock's per-instance timeout when
+// WithInstanceTimeout is not given: a twentieth of the TTL, between 5ms and
+// 100ms, and at most half the TTL, so that it fits every TTL from MinTTL
+// on with room for a grant: an attempt is valid while the TTL less its time
+// and the drift allowance is positive.
+func defaultInstanceTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/20, 5*time.Millisecond), 100*time.Millisecond, ttl/2)
 }
 
 func (r *redlock) Lock(ctx context.Context) (latchkit.Lease, error) { return r.acquire(ctx, false) }
@@ -83,7 +102,7 @@ func (r *redlock) Lock(ctx context.Context) (latchkit.Lease, error) { return r.a
 func (r *redlock) TryLock(ctx context.Context) (latchkit.Lease, error) { return r.acquire(ctx, true) }
 
 func (r *redlock) acquire(ctx context.Context, try bool) (latchkit.Lease, error) {
-	return r.cfg.Acquire(ctx, r.bs[0], kit.Acquisition{Op: "lock", Kind: latchkit.KindRedlock, Name: r.name,
+	return r.cfg.Acquire(ctx, r.bs[0], kit.Acquisition{Op: "lock", Method: "Lock", Kind: latchkit.KindRedlock, Name: r.name,
 		Chans: r.m.chans, Try: try, Attempt: r.attempt, GiveBack: r.giveBack})
 }
 
@@ -148,61 +167,6 @@ func (e instanceTimeout) Error() string {
 	return "no answer within the instance timeout (" + e.msg + ")"
 }
 
-// errUndecided is the error of an instance that had not answered when the
-// quorum was decided: as an instance that did not answer, it leaves its
-// own outcome unknown.
-var errUndecided = &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("redlock: no answer before the quorum was decided")}
-
-// decide runs f, which reports whether an instance holds the token, on
-// every instance in parallel, each call bounded by timeout and by calls,
-// and returns as soon as the quorum is decided (a quorum holds it, or so
-// many do not that none can), every instance answered, or stop is done. A
-// slow or hung instance then holds up nobody: its call goes on, its answer
-// unused.
-func (r *redlock) decide(stop, calls context.Context, timeout time.Duration, f func(ctx context.Context, i int, b backend.Backend) (bool, error)) ([]bool, []error) {
-	ctx := calls
-	type answer struct {
-		i    int
-		held bool
-		err  error
-	}
-	answers := make(chan answer, len(r.bs))
-	for i, b := range r.bs {
-		go func() {
-			ictx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			held, err := f(ictx, i, b)
-			answers <- answer{i, held, instanceErr(ctx, err)}
-		}()
-	}
-	held := make([]bool, len(r.bs))
-	errs := make([]error, len(r.bs))
-	for i := range errs {
-		errs[i] = errUndecided
-	}
-	yes, no := 0, 0
-	for range r.bs {
-		var a answer
-		select {
-		case a = <-answers:
-		case <-stop.Done():
-			return held, errs
-		}
-		held[a.i], errs[a.i] = a.held, a.err
-		switch {
-		case a.err != nil:
-		case a.held:
-			yes++
-		default:
-			no++
-		}
-		if yes >= r.quorum || no > len(r.bs)-r.quorum {
-			break
-		}
-	}
-	return held, errs
-}
-
 type vote struct {
 	granted bool
 	n       int64  // fence when granted, the holder's pttl when not
@@ -214,7 +178,7 @@ func (r *redlock) attempt(ctx context.Context, at *kit.Attempt) (latchkit.Lease,
 	start := time.Now()
 	least := strconv.FormatInt(start.Add(fenceLead).UnixMicro(), 10)
 	votes, errs := each(ctx, r, func(ctx context.Context, _ int, b backend.Backend) (vote, error) {
-		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.Annotation, least, r.cfg.RetArg})
+		v, err := b.Eval(ctx, mutexAcquire, r.m.keys, []string{token, r.m.ttlArg, at.Annotation, least})
 		if err != nil {
 			return vote{}, kit.KeyErr(ctx, b, r.m.keys, err)
 		}
@@ -271,7 +235,7 @@ func (r *redlock) attempt(ctx context.Context, at *kit.Attempt) (latchkit.Lease,
 	}
 	if len(low) > 0 {
 		arg := []string{token, strconv.FormatInt(fence, 10)}
-		keys := []string{r.m.keys[0], r.m.keys[4]} // the lock, the finished tokens
+		keys := r.m.keys[:1] // the lock
 		_, rerrs := each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
 			if !slices.Contains(low, i) {
 				return struct{}{}, errSkip
@@ -346,7 +310,7 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	each(ctx, r, func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
-		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "", r.cfg.RetArg})
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", ""})
 		return struct{}{}, err
 	})
 }
@@ -356,35 +320,10 @@ func (r *redlock) releaseAll(ctx context.Context, token string) {
 // that did not answer in time is refused.
 func (r *redlock) giveBack(ctx context.Context, token string) error {
 	_, errs := eachWithin(ctx, r, r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (struct{}, error) {
-		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "1", r.cfg.RetArg})
+		_, err := b.Eval(ctx, mutexWithdraw, r.m.keys, []string{token, r.channelOf(i), r.m.handArg, "", "1"})
 		return struct{}{}, err
 	})
 	return errors.Join(errs...)
-}
-
-// quorumOf reports whether at least a quorum of calls returned true. It
-// reports false (lost) only when so many instances answered that they do
-// not hold it that no quorum can: an instance that did not answer (slow,
-// unreachable) may well hold it, and leaves the outcome unknown, an error.
-func (r *redlock) quorumOf(held []bool, errs []error) (bool, error) {
-	yes, no := 0, 0
-	for i, h := range held {
-		switch {
-		case errs[i] != nil:
-		case h:
-			yes++
-		default:
-			no++
-		}
-	}
-	if yes >= r.quorum {
-		return true, nil
-	}
-	if no > len(r.bs)-r.quorum {
-		return false, nil // a quorum can no longer hold it
-	}
-	return false, fmt.Errorf("%d of %d instances hold it, %d do not, %d did not answer; quorum %d: %w",
-		yes, len(r.bs), no, len(r.bs)-yes-no, r.quorum, errors.Join(errs...))
 }
 
 func (r *redlock) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
@@ -401,13 +340,14 @@ func (r *redlock) Extend(ctx context.Context, token string, ttl time.Duration) (
 
 func (r *redlock) Release(ctx context.Context, token string) (bool, error) {
 	// The first instance's arguments, and the others' (no channel).
-	both := [2][]string{{token, r.channelOf(0), r.m.handArg, r.cfg.RetArg}, {token, r.channelOf(1), r.m.handArg, r.cfg.RetArg}}
+	both := [2][]string{{token, r.channelOf(0), r.m.handArg}, {token, r.channelOf(1), r.m.handArg}}
 	args := func(i int) []string { return both[min(i, 1)] }
 	// The instances not yet heard from when the quorum is decided still get
 	// the release, past the caller's context (see decide).
 	held, errs := r.decide(ctx, context.WithoutCancel(ctx), r.opTimeout(), func(ctx context.Context, i int, b backend.Backend) (bool, error) {
 		return kit.Flag(b.Eval(ctx, mutexRelease, r.m.keys, args(i)))
 	})
+
 	// An instance that could not be reached may still hold the lock: it
 	// is released there in the background while it cannot be reached (for
 	// a while; else its key expires with the TTL), whatever the quorum
@@ -423,7 +363,22 @@ func (r *redlock) Release(ctx context.Context, token string) (bool, error) {
 			})
 		}
 	}
-	return r.quorumOf(held, errs)
+	ok, err := r.quorumOf(held, errs)
+	if err != nil {
+		// Undecided. On a retry, an instance that released the token on
+		// an earlier try answers "not held" now, or not at all: it
+		// released it.
+		if before := r.releasedBefore(token); before != nil {
+			for i, did := range before {
+				if did {
+					held[i], errs[i] = true, nil
+				}
+			}
+			ok, err = r.quorumOf(held, errs)
+		}
+	}
+	r.noteReleased(token, held, errs, err != nil)
+	return ok, err
 }
 
 // TTL is the time a quorum still holds it for: the quorum-th longest.

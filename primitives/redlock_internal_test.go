@@ -3,6 +3,7 @@ package primitives
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,11 +94,13 @@ func TestRedlockLockRetriesAFailedFenceRaise(t *testing.T) {
 	for i := range 3 {
 		m, b := newMiniBackend(t)
 		if i == 0 {
-			// A fence kept an hour ahead of the clock, beside the
-			// finished tokens.
-			if _, err := m.ZAdd(keyspace.KeyBase(kit.DefaultPrefix, "f")+":gone", float64(time.Now().Add(time.Hour).UnixMicro()), "#"); err != nil {
+			// A fence kept an hour ahead of the clock: a free marker of
+			// the lock's key (see put_lock).
+			key := keyspace.KeyBase(kit.DefaultPrefix, "f")
+			if err := m.Set(key, fmt.Sprintf("~ %d >", time.Now().Add(time.Hour).UnixMicro())); err != nil {
 				t.Fatal(err)
 			}
+			m.SetTTL(key, 2*time.Hour)
 		} else {
 			f := &flakyRaise{Backend: b}
 			f.n.Store(1)

@@ -17,8 +17,9 @@ import (
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -111,7 +112,11 @@ func TestRedlockRedisServerMutualExclusion(t *testing.T) {
 // with them back: every grant succeeds and every fence is above the one
 // before. Then three are killed: Lock fails within its deadline, with an
 // error naming the missing quorum, and the two live instances hold no key
-// of the attempts.
+// of the attempts. It runs alone, not beside the fast lane's parallel
+// tests: there, the pooled go-redis connections to a restarted instance
+// (MaxRetries -1) answered EOF often enough that the release of a failed
+// attempt on a live instance was still going on in the background when
+// the test looked (seen in a local CI run).
 func TestRedlockRedisServerInstancesComeAndGo(t *testing.T) {
 	srvs := startServers(t, 5)
 	rl, err := primitives.NewRedlock(clienttest.All(t, realBackends(t, srvs)), "job", primitives.WithTTL(2*time.Second))
@@ -136,8 +141,9 @@ func TestRedlockRedisServerInstancesComeAndGo(t *testing.T) {
 			// An instance did not answer (EOF: a connection from before a
 			// kill, seen on go-redis without retries about once in 40
 			// runs): the outcome is unknown, and Release says so; a
-			// retried release must report success (the instances that
-			// released remember the token).
+			// retried release must report success (it counts the
+			// instances that released on the first try, which remember
+			// nothing: TestRedlockRetriedReleaseCountsEarlierTries).
 			t.Logf("%s: release of unknown outcome, retried: %v", when, err)
 			err = l.Release(ctx)
 		}
@@ -180,8 +186,8 @@ func TestRedlockRedisServerInstancesComeAndGo(t *testing.T) {
 		t.Errorf("TryLock with 3 of 5 down: %v, want an unavailability error, not 'held'", err)
 	}
 	for _, s := range srvs[3:] {
-		if v, err := s.Do(ctx, "EXISTS", "latch:{job}"); err != nil || v != int64(0) {
-			t.Errorf("%s holds the lock key after the failed attempts: %v %v", s.Addr, v, err)
+		if v, err := s.Do(ctx, "GET", "latch:{job}"); err != redis.Nil && (err != nil || keyspace.ParseLock(fmt.Sprint(v)).Owner != "") {
+			t.Errorf("%s holds the lock after the failed attempts: %v %v", s.Addr, v, err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit"
+	"github.com/latchkit/latchkit/internal/kit"
 )
 
 // NewReentrantMutex returns a Mutex that the owner in the context
@@ -16,7 +17,7 @@ import (
 // the returned value: share it between the code paths that re-enter. A
 // Lock without an owner fails with an error matching latchkit.ErrInvalid.
 func NewReentrantMutex(cl *Client, name string, opts ...Option) (Mutex, error) {
-	m, err := newMutex(latchkit.KindReentrantMutex, cl.core(), name, opts)
+	m, err := newMutex(latchkit.KindReentrantMutex, core(cl), name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +152,9 @@ func (n *nested) Context() context.Context { return n.h.lease.Context() }
 // TTL is the grant's; on a level already released, an error matching
 // latchkit.ErrLeaseLost that says so.
 func (n *nested) TTL(ctx context.Context) (time.Duration, error) {
+	if ctx == nil {
+		return n.h.lease.TTL(ctx) // refused, as bad input is before anything else
+	}
 	if err := n.doneErr(); err != nil {
 		return 0, err
 	}
@@ -169,6 +173,9 @@ func (n *nested) doneErr() error {
 }
 
 func (n *nested) Extend(ctx context.Context, ttl time.Duration) error {
+	if ctx == nil || ttl < kit.MinTTL {
+		return n.h.lease.Extend(ctx, ttl) // refused, as bad input is before anything else
+	}
 	if err := n.doneErr(); err != nil {
 		return err
 	}
@@ -178,6 +185,9 @@ func (n *nested) Extend(ctx context.Context, ttl time.Duration) error {
 // Release gives up this level; the outermost release releases the grant.
 // A level released already returns what its Release returned.
 func (n *nested) Release(ctx context.Context) (err error) {
+	if err := kit.CheckCtx(ctx); err != nil {
+		return &latchkit.OpError{Op: "release", Kind: n.k.kind, Name: n.k.name, Err: err}
+	}
 	n.mu.Lock()
 	if n.done {
 		n.mu.Unlock()

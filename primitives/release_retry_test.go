@@ -13,8 +13,8 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/faultproxy"
-	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/testrig/faultproxy"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 )
 
 // A release whose reply was lost (the server ran it; the client saw its
@@ -255,8 +255,11 @@ func TestRetriedReleaseAfterHandOver(t *testing.T) {
 
 // A lease that expired before its release is lost, although another
 // client took and released the name meanwhile; and a retried release
-// whose first try ran longer ago than the window (markerTTL) may be
-// reported lost: the evidence of the first try is gone with it.
+// whose first try was sent while the lease was live succeeds however late
+// it is retried (a minute later here): the client, not the server,
+// remembers that the caller let go in time. (Until a release stopped
+// writing its token to the server, the server remembered it for a minute,
+// and a retry past that was reported lost: issue 39.)
 func TestReleaseAfterExpiryIsLost(t *testing.T) {
 	onFairServers(t, func(t *testing.T, srv fairServer) {
 		for _, k := range retryKinds {
@@ -291,8 +294,8 @@ func TestReleaseAfterExpiryIsLost(t *testing.T) {
 				}
 				s.loseRelease(t, ctx, a)
 				srv.pass(kit.MarkerTTL + time.Second)
-				if err := a.Release(ctx); !errors.Is(err, latchkit.ErrLeaseLost) {
-					t.Errorf("release retried after the window: %v, want ErrLeaseLost (the window is documented)", err)
+				if err := a.Release(ctx); err != nil {
+					t.Errorf("release retried a minute after a first try sent while the lease was live: %v, want nil", err)
 				}
 			})
 		}

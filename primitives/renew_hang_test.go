@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,21 @@ type hangs struct {
 	mu   sync.Mutex
 	hung []string      // key prefixes whose node hangs
 	cont chan struct{} // closed when the node continues
+
+	inflight atomic.Int64 // calls let through and not yet answered
+}
+
+// settle waits, for up to d, until no call let through before the node
+// hung is still in flight: from then on, nothing of this client reaches
+// the server until resume. It reports whether that happened.
+func (h *hangs) settle(d time.Duration) bool {
+	for end := time.Now().Add(d); h.inflight.Load() > 0; {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 func newHangs(b backend.Backend) *hangs { return &hangs{Backend: b, cont: make(chan struct{})} }
@@ -79,6 +95,8 @@ func (h *hangs) Eval(ctx context.Context, s *backend.Script, keys, args []string
 	if err := h.block(ctx, keys); err != nil {
 		return nil, err
 	}
+	h.inflight.Add(1)
+	defer h.inflight.Add(-1)
 	return h.Backend.Eval(ctx, s, keys, args)
 }
 
@@ -89,6 +107,8 @@ func (h *hangs) EvalBatch(ctx context.Context, calls []backend.Call) {
 			return
 		}
 	}
+	h.inflight.Add(1)
+	defer h.inflight.Add(-1)
 	h.Backend.(backend.Batcher).EvalBatch(ctx, calls)
 }
 

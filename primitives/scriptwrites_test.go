@@ -12,15 +12,15 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // TestGrantRefusedAfterWritingIsGivenBack: when the server refuses a
 // command of an acquire script after the script wrote its grant (here an
-// ACL without HSET, which the Election's seat and the Semaphore's fences
-// need), the acquisition fails and the grant is given back: the primitive
+// ACL without HSET, which the Election's seat and the Semaphore's
+// annotations need), the acquisition fails and the grant is given back: the primitive
 // is free for the next caller at once, not held by nobody for the TTL.
 func TestGrantRefusedAfterWritingIsGivenBack(t *testing.T) {
 	admin := aclServer(t, []any{"ACL", "SETUSER", "svc", "on", ">pw", "~latch:*", "&*", "+@all", "-hset"})
@@ -47,7 +47,14 @@ func TestGrantRefusedAfterWritingIsGivenBack(t *testing.T) {
 		l.Release(ctx)
 	})
 	t.Run("Semaphore", func(t *testing.T) {
-		s, _ := primitives.NewSemaphore(clienttest.For(t, svc), "s", 1, opts...)
+		// An annotation is written (HSET) after the permit: the grant
+		// itself is one ZADD.
+		s, _ := primitives.NewSemaphore(clienttest.For(t, svc), "s", 1, append(opts, primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.Acquire {
+			return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+				req.Annotation = "holder"
+				return next(ctx, req)
+			}
+		}))...)
 		if l, err := s.Acquire(ctx); err == nil {
 			l.Release(ctx)
 			t.Fatal("Acquire granted without HSET")
@@ -65,8 +72,8 @@ func TestGrantRefusedAfterWritingIsGivenBack(t *testing.T) {
 }
 
 // TestWrongTypeAttemptChangesNothing: an attempt that meets a key holding
-// something the script cannot use (a fence counter INCR refuses although
-// it reads as a number, an annotations hash that is a string) fails with
+// something the script cannot use (a string where its holders or
+// given-back tokens are, an annotations hash that is a string) fails with
 // an error matching latchkit.ErrInvalid and changes nothing in Redis:
 // every script checks the keys it touches before its first write.
 func TestWrongTypeAttemptChangesNothing(t *testing.T) {
@@ -89,23 +96,23 @@ func TestWrongTypeAttemptChangesNothing(t *testing.T) {
 		bad     string
 		attempt func() (latchkit.Lease, error)
 	}{
-		{"Semaphore/fence 1.5", keyspace.SemLayout.KeysOf(p, "s1")[1], "1.5", func() (latchkit.Lease, error) {
+		{"Semaphore/holders", keyspace.SemLayout.KeysOf(p, "s1")[0], "not a zset", func() (latchkit.Lease, error) {
 			sem, _ := primitives.NewSemaphore(clienttest.For(t, b), "s1", 1)
 			return sem.TryAcquire(ctx)
 		}},
-		{"Semaphore/fence 0x10", keyspace.SemLayout.KeysOf(p, "s2")[1], "0x10", func() (latchkit.Lease, error) {
+		{"Semaphore/given-back tokens", keyspace.SemLayout.KeysOf(p, "s2")[1], "not a zset", func() (latchkit.Lease, error) {
 			sem, _ := primitives.NewSemaphore(clienttest.For(t, b), "s2", 1)
 			return sem.TryAcquire(ctx)
 		}},
-		{"RWLock/read fence 1.5", keyspace.RWLayout.KeysOf(p, "r1")[3], "1.5", func() (latchkit.Lease, error) {
+		{"RWLock/read given-back tokens", keyspace.RWLayout.KeysOf(p, "r1")[3], "not a zset", func() (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(clienttest.For(t, b), "r1")
 			return rw.TryRLock(ctx)
 		}},
-		{"RWLock/write annotations", keyspace.RWLayout.KeysOf(p, "r2")[6], "not a hash", func() (latchkit.Lease, error) {
+		{"RWLock/write annotations", keyspace.RWLayout.KeysOf(p, "r2")[4], "not a hash", func() (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(clienttest.For(t, b), "r2", annotate)
 			return rw.TryLock(ctx)
 		}},
-		{"RWLock/read annotations", keyspace.RWLayout.KeysOf(p, "r3")[6], "not a hash", func() (latchkit.Lease, error) {
+		{"RWLock/read annotations", keyspace.RWLayout.KeysOf(p, "r3")[4], "not a hash", func() (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(clienttest.For(t, b), "r3", annotate)
 			return rw.TryRLock(ctx)
 		}},
@@ -126,7 +133,7 @@ func TestWrongTypeAttemptChangesNothing(t *testing.T) {
 			if kerr != nil {
 				t.Fatal(kerr)
 			}
-			if len(keys) != 1 || keys[0] != tc.key {
+			if keys = keyspace.WithoutClientRecords(keys); len(keys) != 1 || keys[0] != tc.key {
 				t.Errorf("keys after the attempt: %q, want only %q", keys, tc.key)
 			}
 			if v, _ := admin.Get(ctx, tc.key).Result(); v != tc.bad {

@@ -2,14 +2,11 @@ package primitives
 
 import (
 	"context"
+	"fmt"
 	"strconv"
-	"time"
-
-	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/keyspace"
-	"github.com/latchkit/latchkit/internal/kit"
 
 	"github.com/latchkit/latchkit"
+	pkit "github.com/latchkit/latchkit/kit"
 )
 
 // Semaphore is a number of permits (its limit), of which at most the limit
@@ -37,21 +34,34 @@ type Semaphore interface {
 	SetLimit(ctx context.Context, limit int) error
 }
 
-// The Semaphore scripts (lua/sem_*.lua; keys in sem_acquire.lua).
+// semLayout is a Semaphore's keys (keyspace.SemLayout's scripted ones, and
+// its channel: TestKitLayoutsAreKeyspaces).
+var semLayout = pkit.Layout{Kind: latchkit.KindSemaphore, Channel: ":sem:rel", Keys: []pkit.Key{
+	{Name: "holders", Suffix: ":sem", Type: "zset"},
+	{Name: "gone", Suffix: ":sem:released", Type: "zset"},
+	{Name: "who", Suffix: ":sem:who", Type: "hash"},
+	{Name: "weights", Suffix: ":sem:weights", Type: "hash"},
+	{Name: "limit", Suffix: ":sem:limit", Type: "string"},
+}}
+
+// The Semaphore scripts (lua/sem_*.lua; keys in sem_acquire.lua), on
+// package kit.
 var (
-	semAcquire = loadScript("sem_acquire")
-	semRelease = loadScript("sem_release")
-	semExtend  = loadScript("sem_extend")
-	semTTL     = loadScript("sem_ttl")
-	semLimit   = loadScript("sem_limit")
+	semAcquire = pkit.MustLoad(luaFiles, &semLayout, "sem_acquire")
+	semLimit   = pkit.MustLoad(luaFiles, &semLayout, "sem_limit")
+	semHolder  = pkit.Holder{
+		Extend:     pkit.MustLoad(luaFiles, &semLayout, "sem_extend"),
+		Release:    pkit.MustLoad(luaFiles, &semLayout, "sem_release"),
+		TTL:        pkit.MustLoad(luaFiles, &semLayout, "sem_ttl"),
+		Companions: []string{"who", "weights"},
+	}
 )
 
+// semaphore is written on package kit alone (TestBuiltinsOnThePublicKit).
 type semaphore struct {
-	kit.Site
-	args []string // ttl, limit, permits ("1"), "0" (no waiter mark: see sem_acquire.lua)
-
-	attemptFn  func(context.Context, *kit.Attempt) (latchkit.Lease, error)
-	giveBackFn func(context.Context, string) error
+	s     *pkit.Site
+	limit string
+	one   []string // the arguments of an acquisition of one permit: limit, "1"
 }
 
 // NewSemaphore returns a counting semaphore of limit permits named name:
@@ -61,29 +71,15 @@ type semaphore struct {
 // many permits (AcquireN) can be overtaken by smaller ones; see
 // NewFairSemaphore.
 func NewSemaphore(cl *Client, name string, limit int, opts ...Option) (Semaphore, error) {
-	s, err := newSemaphore(latchkit.KindSemaphore, cl.core(), name, limit, opts)
+	s, err := pkit.NewSite(cl, &semLayout, name, kitOptions(opts)...)
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-func newSemaphore(kind latchkit.Kind, cl *kit.Client, name string, limit int, opts []Option) (*semaphore, error) {
-	b := kit.BackendOf(cl)
-	st, err := newSite(keyspace.SemLayout, kind, cl, name, limit, opts)
-	if err != nil {
-		return nil, err
+	if limit < 1 {
+		return nil, semInvalid("new", name, "limit %d is below 1", limit)
 	}
-	s := &semaphore{Site: st, args: []string{kit.Ms(st.Cfg.TTL), strconv.Itoa(limit), "1", "0"}}
-	s.attemptFn = kit.ScriptAttempt(b, semAcquire, s.Keys, s.args, s, kind, name, &s.Cfg)
-	// The give-back of an acquisition that ended without a grant: a
-	// permit the token may hold (nothing else is left behind), and the
-	// token remembered, so that a late copy of its attempt is refused.
-	s.giveBackFn = func(ctx context.Context, token string) error {
-		_, err := s.B.Eval(ctx, semRelease, s.Keys, []string{token, s.Channel, "1"})
-		return err
-	}
-	return s, nil
+	l := strconv.Itoa(limit)
+	return &semaphore{s: s, limit: l, one: []string{l, "1"}}, nil
 }
 
 func (s *semaphore) Acquire(ctx context.Context) (latchkit.Lease, error) {
@@ -103,58 +99,26 @@ func (s *semaphore) TryAcquireN(ctx context.Context, n int) (latchkit.Lease, err
 }
 
 func (s *semaphore) acquire(ctx context.Context, n int, try bool) (latchkit.Lease, error) {
-	if err := s.CheckPermits(n); err != nil {
-		return nil, err
+	if n < 1 {
+		return nil, semInvalid("acquire", s.s.Name(), "%d permits asked for: at least 1", n)
 	}
-	attempt := s.attemptFn
+	// The script refuses more permits than the limit it knows (SetLimit's).
+	args := s.one
 	if n > 1 {
-		mark := kit.Ms(s.Cfg.WaiterTimeout) // a waiter for several permits makes releases wake every waiter
-		if try {
-			mark = "0"
-		}
-		attempt = kit.ScriptAttempt(s.B, semAcquire, s.Keys, []string{s.args[0], s.args[1], strconv.Itoa(n), mark}, s, s.Kind, s.Name, &s.Cfg)
+		args = []string{s.limit, strconv.Itoa(n)}
 	}
-	return s.Cfg.Acquire(ctx, s.B, kit.Acquisition{Op: "acquire", Kind: s.Kind, Name: s.Name, Chans: s.Chans, Try: try,
-		Attempt: attempt, GiveBack: s.giveBackFn})
+	return s.s.Acquire(ctx, pkit.Acquisition{Op: "Acquire", Try: try, Attempt: semAcquire, Args: args, Holder: &semHolder})
 }
 
 func (s *semaphore) SetLimit(ctx context.Context, limit int) error {
-	if err := s.CheckLimit(limit); err != nil {
-		return err
+	if limit < 1 {
+		return semInvalid("set_limit", s.s.Name(), "limit %d is below 1", limit)
 	}
-	if err := s.Cfg.Begin(); err != nil {
-		return kit.OpErr("set_limit", s.Kind, s.Name, err)
-	}
-	defer s.Cfg.End()
-	_, err := s.B.Eval(ctx, semLimit, s.Keys[6:7], []string{strconv.Itoa(limit), s.Cfg.RetArg, s.Channel})
-	if err != nil {
-		return kit.OpErr("set_limit", s.Kind, s.Name, kit.KeyErr(ctx, s.B, s.Keys[6:7], err))
-	}
-	return nil
+	_, err := s.s.Eval(ctx, "set_limit", semLimit, strconv.Itoa(limit))
+	return err
 }
 
-func (s *semaphore) Extend(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	return kit.ExtendBy(ctx, s, &s.Cfg, token, ttl)
-}
-
-func (s *semaphore) Release(ctx context.Context, token string) (bool, error) {
-	return kit.Flag(s.B.Eval(ctx, semRelease, s.Keys, []string{token, s.Channel}))
-}
-
-// Pass frees the permits token was just granted, without ending the
-// acquisition (see kit.Passer): sem_release with "0" as its give-back flag,
-// which does not remember the token.
-func (s *semaphore) Pass(ctx context.Context, token string) (bool, error) {
-	_, err := s.B.Eval(ctx, semRelease, s.Keys, []string{token, s.Channel, "0"})
-	return true, err
-}
-
-func (s *semaphore) TTL(ctx context.Context, token string) (time.Duration, bool, error) {
-	return kit.Remaining(s.B.Eval(ctx, semTTL, s.Keys[:1], []string{token}))
-}
-
-// RenewCall is semaphore's one extend call: holders and their fences as
-// KEYS; annotations and weights as companions.
-func (s *semaphore) RenewCall(token string, ttl time.Duration) (backend.Backend, *backend.Script, []string, []string, bool) {
-	return s.B, semExtend, []string{s.Keys[0], s.Keys[2]}, kit.ExtendArgs(token, ttl, s.Keys[4], s.Keys[5]), s.Cfg.AckReplicas == 0
+// semInvalid is the latchkit.ErrInvalid error of a Semaphore's op.
+func semInvalid(op, name, format string, a ...any) error {
+	return &latchkit.OpError{Op: op, Kind: latchkit.KindSemaphore, Name: name, Err: fmt.Errorf("%w: "+format, append([]any{latchkit.ErrInvalid}, a...)...)}
 }

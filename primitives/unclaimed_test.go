@@ -9,7 +9,7 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
 	"github.com/latchkit/latchkit/contracttest"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 
 	"github.com/redis/go-redis/v9"

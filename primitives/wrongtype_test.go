@@ -18,8 +18,8 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -72,8 +72,10 @@ type wrongTypeCase struct {
 	layout keyspace.Layout
 	name   string
 	// unread are the indexes of the layout's keys this acquire does not
-	// read (a Try's wait queue, the Mutex layout's reserved :fence and
-	// :released): it may succeed, and must leave them be.
+	// read (a Try's wait queue, the reserved keys of latchkit 0.x: the
+	// Mutex layout's :fence and :released, the other kinds' fence and
+	// ticket counters and holders' fences): it may succeed, and must leave
+	// them be.
 	unread []int
 	// acquire makes the attempt: a lease (nil for a latch) or an error.
 	acquire func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error)
@@ -91,23 +93,25 @@ var annotated = primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.A
 func wrongTypeCases(prefix string) []wrongTypeCase {
 	opts := []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(time.Minute), annotated}
 	return []wrongTypeCase{
-		{"Mutex", keyspace.MutexLayout, "m", []int{1, 2, 5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+		// A Mutex-layout acquire reads the given-back tokens (4) only
+		// while its lock's key says some were given back (flag g).
+		{"Mutex", keyspace.MutexLayout, "m", []int{1, 2, 4, 5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
 			m, _ := primitives.NewMutex(c, name, opts...)
 			return m.TryLock(ctx)
 		}},
-		{"Semaphore", keyspace.SemLayout, "s", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+		{"Semaphore", keyspace.SemLayout, "s", []int{5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
 			s, _ := primitives.NewSemaphore(c, name, 2, opts...)
 			return s.TryAcquire(ctx)
 		}},
-		{"RWLock/write", keyspace.RWLayout, "w", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+		{"RWLock/write", keyspace.RWLayout, "w", []int{5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(c, name, opts...)
 			return rw.TryLock(ctx)
 		}},
-		{"RWLock/read", keyspace.RWLayout, "r", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+		{"RWLock/read", keyspace.RWLayout, "r", []int{5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
 			rw, _ := primitives.NewRWLock(c, name, opts...)
 			return rw.TryRLock(ctx)
 		}},
-		{"FairSemaphore", keyspace.FairLayout, "f", nil, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+		{"FairSemaphore", keyspace.FairLayout, "f", []int{8, 9}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
 			s, _ := primitives.NewFairSemaphore(c, name, 2, opts...)
 			return s.TryAcquire(ctx)
 		}},
@@ -120,7 +124,7 @@ func wrongTypeCases(prefix string) []wrongTypeCase {
 			l, _ := primitives.NewLatch(c, name, primitives.WithPrefix(prefix))
 			return nil, l.CountDown(ctx)
 		}},
-		{"Election", keyspace.ElectionLayout, "e", []int{1, 2, 5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
+		{"Election", keyspace.ElectionLayout, "e", []int{1, 2, 4, 5, 6}, func(ctx context.Context, c *primitives.Client, name string) (latchkit.Lease, error) {
 			e, _ := primitives.NewElection(c, name, opts...)
 			return e.TryCampaign(ctx, "me")
 		}},
@@ -132,7 +136,8 @@ func wrongTypeCases(prefix string) []wrongTypeCase {
 // keys makes its acquire fail with an error matching ErrInvalid and the
 // reply error, naming the key, without the script's SHA or Lua line, and
 // nothing under the prefix changes. The keys an acquire does not read (a
-// Try's wait queue, a Mutex's release marker) are left as they were.
+// Try's wait queue, a Mutex's reserved keys, and its given-back tokens
+// while none were given back) are left as they were.
 func TestWrongTypeKeyRefusedByName(t *testing.T) {
 	onBothServers(t, func(t *testing.T, c *redis.Client, b backend.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

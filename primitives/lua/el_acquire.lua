@@ -13,13 +13,12 @@
 -- Reply: as mutex_acquire.
 redis.call('HLEN', KEYS[8])
 redis.call('HLEN', KEYS[9])
-if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return {0, 0, false} end
 local waiting = ARGV[4] ~= ''
 local r = mutex_attempt(ARGV[1], ARGV[2], ARGV[3], waiting and ARGV[4], waiting and ARGV[5])
 if r[1] == 1 then
   if waiting then redis.call('HDEL', KEYS[9], ARGV[5]) end
   seat(KEYS[8], ARGV[8], r[2], ARGV[7], tonumber(ARGV[2]))
-elseif r[1] == 0 and waiting then
+elseif r[1] == 0 and waiting and #r == 4 then -- queued (a given-back token's late copy is refused, {0, 0, false})
   redis.call('HSET', KEYS[9], ARGV[5], ARGV[7])
   keep(KEYS[9], tonumber(ARGV[4]))
   if redis.call('HLEN', KEYS[9]) > redis.call('ZCARD', KEYS[6]) then

@@ -1,6 +1,6 @@
 --@uses now_ms
 -- The remaining time of a FairSemaphore permit.
--- KEYS: 1 liveness, 2 holders (as fair_acquire's 2 and 5).
+-- KEYS: 1 liveness, 2 holders (as fair_acquire's 2 and 3).
 -- ARGV: 1 token.
 -- Reply: ms left, or -3 when the token does not hold a permit.
 local now = now_ms()

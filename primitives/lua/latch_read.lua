@@ -1,7 +1,8 @@
 --@uses latch_count
+--@keys latch
 -- Count (and each read of Wait) of a Latch.
 -- KEYS: 1 the latch (as latch_set).
--- ARGV: none.
+-- ARGV: kit's call header, unused.
 -- Reply: {the count (a decimal string; "0" when the key does not exist),
 -- the key's PTTL (ms it has left; -1 without expiry, -2 absent), the
 -- round (the id of the call that set it) or false}.

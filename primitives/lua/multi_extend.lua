@@ -1,4 +1,4 @@
---@uses companion owner
+--@uses companion clock lock_read put_lock
 -- The extend of a MultiLock whose names live on one server: only when the
 -- token holds every name.
 -- KEYS: each name's lock: the keys that exist whenever the token holds
@@ -6,11 +6,15 @@
 -- ARGV: 1 token, 2 ttl ms, then each name's holder's annotation (a
 -- companion), in the order of KEYS.
 -- Reply: 1 extended, 0 not held.
+local now, us = clock()
+local vals = {}
 for i = 1, #KEYS do
-  if owner(redis.call('GET', KEYS[i])) ~= ARGV[1] then return 0 end
+  vals[i] = redis.call('GET', KEYS[i])
+  if lock_read(vals[i], now) ~= ARGV[1] then return 0 end
 end
 for i = 1, #KEYS do
-  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  local o, f, fl = lock_read(vals[i], now)
+  if f then put_lock(KEYS[i], o, f, fl, ARGV[2], now, us, vals[i]) else redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
   companion('PEXPIRE', ARGV[i + 2], ARGV[2])
 end
 return 1

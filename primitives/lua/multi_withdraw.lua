@@ -1,7 +1,8 @@
---@uses clock owner hand_over dequeue remember
+--@uses clock lock_read flag_given_back hand_over dequeue remember
 -- The give-back of a MultiLock acquisition that ended without a grant: the
--- token is remembered as given back on every name (a late copy of its
--- attempt is refused), its entries leave every queue, and every name its
+-- token is remembered as given back on every name, and every name's key
+-- flagged for the window (a late copy of its attempt is refused: see
+-- mutex_withdraw), its entries leave every queue, and every name its
 -- token holds (reserved, or granted by an attempt whose reply was lost or
 -- came too late) is passed on.
 -- Given "0" after the retention, the token is not remembered: the
@@ -21,10 +22,16 @@ for i = 0, n - 1 do
   redis.call('ZCARD', KEYS[i * 7 + 5])
 end
 local now, us = clock()
+local gone = final and now + $MARKER_MS or nil
 for i = 0, n - 1 do
   local k = i * 7 + 1
   if final then remember(KEYS[k+4], ARGV[1], now) end
   if ARGV[3] ~= '' then dequeue(KEYS[k+5], KEYS[k+6], ARGV[3]) end
-  if owner(vals[i]) == ARGV[1] then hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], vals[i], now, us) end
+  local o, f, fl = lock_read(vals[i], now)
+  if o == ARGV[1] then
+    hand_over(k, ARGV[1], ARGV[4+i], ARGV[2], vals[i], now, us, gone)
+  elseif gone then
+    flag_given_back(KEYS[k], vals[i], o, f, fl, gone, now, us)
+  end
 end
 return 0

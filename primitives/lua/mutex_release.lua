@@ -1,47 +1,38 @@
---@uses clock owner held_fence hand_over remember
+--@uses clock lock_read hand_over
 -- The release of a Mutex, and of each instance of a Redlock.
--- KEYS as mutex_acquire (a Redlock passes the first five; the release
--- marker, KEYS[3], is not touched).
+-- KEYS as mutex_acquire (a Redlock passes the first five; the reserved
+-- keys are not touched).
 -- ARGV: 1 token, 2 the release channel ('' for none: a Redlock's
 -- instances but the first, where nobody listens), 3 how long a lock
--- handed over waits for its new holder to confirm, ms, 4 the retention
--- ms (unused).
--- Reply: 1 released (now, or within the last $MARKER_MS ms by an earlier
--- try of this release whose reply was lost), 0 not held.
+-- handed over waits for its new holder to confirm, ms.
+-- Reply: 1 released, 0 not held.
 --
--- A release, handing the lock over or freeing it, remembers its token
--- among the name's finished tokens (KEYS[5], see remember), as a give-back
--- does: a retry of this release finds it there (released), whatever
--- happened to the name since, and a late copy of the token's attempt is
--- refused (mutex_attempt), so that it cannot grant the lock to nobody.
+-- A release writes only the lock: it hands it over, or deletes it, and
+-- remembers nothing. A release retried after its first reply was lost
+-- finds the token gone and replies 0; the client, which knows it sent the
+-- first try while the lease was live, reports success (kit.Lease.release).
+-- A fence not behind the server's clock (a clock that stands still, as a
+-- test's may) is kept by a free marker of the lock key (see put_lock), so
+-- that the name's next grant takes a fence above it; on a clock that
+-- moves, the next grant's is past it anyway.
 --
--- The fast path is the release of a lock nobody waits for (no queue, or
--- an empty one), written out as remember and hand_over do it.
+-- The fast path is the release of a lock whose value has no flags (no
+-- waiter queued, no annotation, nothing given back, a fence not ahead of
+-- the clock at its grant): TIME, then DEL, or SET of the marker "~ fence"
+-- for a millisecond when the clock has not passed the fence, written out.
 local v = redis.call('GET', KEYS[1])
-local sp = v and string.find(v, ' ', 1, true)
-if sp and string.sub(v, 1, sp - 1) == ARGV[1] and (not KEYS[6] or redis.pcall('ZCARD', KEYS[6]) == 0) then
-  local f = tonumber(string.sub(v, sp + 1))
+if v and string.match(v, '^(%S+) %d+$') == ARGV[1] then
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - $MARKER_MS) -- type-checks the finished tokens before any write
-  if f and f >= us then
-    redis.call('ZADD', KEYS[5], now, ARGV[1], f, '#')
-    redis.call('PEXPIRE', KEYS[5], $MARKER_MS + math.ceil((f - us) / 1000))
+  if tonumber(string.sub(v, #ARGV[1] + 2)) >= tonumber(t[1]) * 1000000 + tonumber(t[2]) then
+    redis.call('SET', KEYS[1], '~' .. string.sub(v, #ARGV[1] + 1), 'PX', 1)
   else
-    redis.call('ZADD', KEYS[5], now, ARGV[1])
-    redis.call('PEXPIRE', KEYS[5], $MARKER_MS)
+    redis.call('DEL', KEYS[1])
   end
-  redis.call('DEL', KEYS[1], KEYS[4])
   if not KEYS[6] and ARGV[2] ~= '' then redis.pcall('PUBLISH', ARGV[2], '$WAKE_ONE') end
   return 1
 end
 --@slow
-if owner(v) == ARGV[1] then
-  local now, us = clock()
-  remember(KEYS[5], ARGV[1], now, held_fence(v), us) -- its first write type-checks the finished tokens
-  hand_over(1, ARGV[1], ARGV[2], ARGV[3], v, now, us, true)
-  return 1
-end
-if redis.call('ZSCORE', KEYS[5], ARGV[1]) then return 1 end
-return 0
+local now, us = clock()
+if lock_read(v, now) ~= ARGV[1] then return 0 end
+hand_over(1, ARGV[1], ARGV[2], ARGV[3], v, now, us)
+return 1

@@ -1,26 +1,21 @@
---@uses now_ms remember
--- The release of an RWLock writer: everyone waiting is woken.
--- KEYS: 1 readers (zset token -> expiry, server ms), 2 the writer (its
--- token, PX ttl), 3 waiting writers' intents (zset token -> expiry), 4 the
--- fence counter, 5 holders' fences (hash token -> fence), 6 the tokens
--- that recently finished (released or given back; see remember),
--- 7 holders' annotations (hash token -> annotation).
--- ARGV: 1 token, 2 the release channel, 3 "0" for a pass (absent for a
--- release): the write lock is freed but the token is not remembered, since
--- the acquisition goes on (a grant WithReplicaAck refused, see
--- rwWriter.pass) and its next attempt, with the same token, must not be
--- taken for a late copy.
--- Reply: 1 released (now or by an earlier try of this release), 0 not
--- held.
-local now = now_ms()
-redis.call('HLEN', KEYS[5]); redis.call('HLEN', KEYS[7]); redis.call('ZCARD', KEYS[6])
-if redis.call('GET', KEYS[2]) == ARGV[1] then
+--@uses clock owner held_fence keep_fence_of
+--@keys holders writer waiting gone who
+-- The release of an RWLock writer: everyone waiting is woken. It writes
+-- only the writer and its annotation, and remembers nothing (see
+-- sem_release); the writer's fence is kept beside the given-back tokens
+-- while it is not behind the clock (keep_fence_of).
+-- KEYS as rw_read.
+-- ARGV: 1 token, 2 the release channel (a pass, see rwWriter.Pass, is a
+-- release).
+-- Reply: 1 released, 0 not held.
+local v = redis.call('GET', KEYS[2])
+redis.call('HLEN', KEYS[5]) -- type-checks before any write (the given-back tokens are written only by redis.pcall)
+if v and owner(v) == ARGV[1] then
+  local _, us = clock()
   redis.call('DEL', KEYS[2])
   redis.call('HDEL', KEYS[5], ARGV[1])
-  redis.call('HDEL', KEYS[7], ARGV[1])
-  if ARGV[3] ~= '0' then remember(KEYS[6], ARGV[1], now) end
+  keep_fence_of(KEYS[4], held_fence(v), us)
   redis.pcall('PUBLISH', ARGV[2], '$WAKE_ALL')
   return 1
 end
-if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 1 end
 return 0

@@ -1,6 +1,9 @@
+--@uses owner
+--@keys writer
 -- The remaining time of an RWLock writer.
--- KEYS: 1 the writer (its token, PX ttl).
+-- KEYS: 1 the writer ("token fence", PX ttl).
 -- ARGV: 1 token.
 -- Reply: the writer's PTTL in ms, or -3 when the token is not the writer.
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
+local v = redis.call('GET', KEYS[1])
+if v and owner(v) == ARGV[1] then return redis.call('PTTL', KEYS[1]) end
 return -3
