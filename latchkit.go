@@ -16,13 +16,14 @@ var (
 	// ErrLeaseLost is returned by Extend and Release when the lease expired
 	// or was taken before the call, and by a lease whose renewal failed.
 	ErrLeaseLost = errors.New("latchkit: lease lost")
-	// ErrInvalid marks a bad argument: an empty name, a TTL below 3ms
-	// (primitives.MinTTL, for a constructor and for Extend), a
+	// ErrInvalid marks a bad argument: an empty name or one longer than
+	// primitives.MaxName, a TTL below 5ms (primitives.MinTTL, for a
+	// constructor and for Extend), a nil context or function, a
 	// limit or a latch's count below 1, a nil backend, a key holding
 	// another Redis type (or a hash that is not the primitive's). It is
 	// always wrapped with what was wrong and why; nothing was changed in
-	// Redis when it is returned.
-	ErrInvalid = errors.New("latchkit: invalid argument")
+	// Redis when it is returned. It is backend.ErrInvalid.
+	ErrInvalid = backend.ErrInvalid
 	// ErrNotReplicated is the error of an attempt whose grant WAIT did not
 	// confirm on as many replicas as primitives.WithReplicaAck asks for.
 	// The grant has been given back (or, if that failed too, expires with
@@ -41,8 +42,10 @@ var (
 type Lease interface {
 	// Name is the primitive's name, as given to its constructor.
 	Name() string
-	// Token is this holder's identity: 128 random bits, hex encoded.
-	// Treat it as a secret: whoever knows it can release the lease.
+	// Token is this holder's identity: 32 hex digits, the id of the
+	// Client that minted it (12 digits, which lead latchctl to the
+	// Client's record) then 80 random bits. Treat it as a secret: whoever
+	// knows it can release the lease.
 	Token() string
 	// Fence is the fencing token of this grant: strictly increasing per
 	// name, grant after grant. Pass it to the resource the lock protects
@@ -58,7 +61,7 @@ type Lease interface {
 	TTL(ctx context.Context) (time.Duration, error)
 	// Extend sets the lease's remaining time to ttl. It returns ErrLeaseLost
 	// when the lease is no longer held, and an error matching ErrInvalid,
-	// changing nothing, for a ttl below 3ms (primitives.MinTTL).
+	// changing nothing, for a ttl below 5ms (primitives.MinTTL).
 	Extend(ctx context.Context, ttl time.Duration) error
 	// Release gives the lease up. It returns ErrLeaseLost when the lease had
 	// expired or been taken; a retried release whose first reply was lost
@@ -101,14 +104,27 @@ type Acquire func(ctx context.Context, req *Request) (Lease, error)
 type Middleware func(next Acquire) Acquire
 
 // Chain composes middleware around an Acquire, the first in mws outermost.
-// Nil entries are skipped.
+// Nil entries are skipped. A nil a, or a middleware that returns a nil
+// Acquire, makes the chain's calls fail with an error matching ErrInvalid.
 func Chain(a Acquire, mws ...Middleware) Acquire {
+	if a == nil {
+		a = invalidAcquire("nil Acquire")
+	}
 	for i := len(mws) - 1; i >= 0; i-- {
 		if mws[i] != nil {
-			a = mws[i](a)
+			if a = mws[i](a); a == nil {
+				a = invalidAcquire(fmt.Sprintf("middleware %d returned a nil Acquire", i))
+			}
 		}
 	}
 	return a
+}
+
+// invalidAcquire is an Acquire that refuses every call, saying why.
+func invalidAcquire(why string) Acquire {
+	return func(context.Context, *Request) (Lease, error) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, why)
+	}
 }
 
 // Request describes one logical acquisition (a Lock, TryLock or Acquire
@@ -129,9 +145,17 @@ type Request struct {
 	Backend backend.Backend
 	// Try is set for a single attempt (TryLock, TryAcquire).
 	Try bool
+	// Op is the primitive's method the acquisition stands for ("Lock",
+	// "TryRLock", "Acquire", "Campaign", "Wait", or a user primitive's
+	// own): Tracing names its span after it.
+	Op string
 	// Owner is the re-entry identity taken from the context (see
 	// primitives.WithOwner); empty when none was given.
 	Owner string
+	// Client is the name of the Client the primitive was made from
+	// (primitives.WithClientName; by default host:pid): one per process,
+	// as a rule, so a metric attribute of bounded cardinality.
+	Client string
 
 	// Annotation, when set by middleware before it calls next, is stored
 	// beside a grant, in the primitive's own keys and expiring with it,
@@ -180,7 +204,7 @@ type HeldError struct {
 // that is not known (AtLeast), at least.
 func (e *HeldError) Error() string {
 	switch {
-	case e.WaitHint <= 0:
+	case e == nil || e.WaitHint <= 0:
 		return ErrNotAcquired.Error() + ": held"
 	case e.AtLeast:
 		return fmt.Sprintf("%v: held (the holder's lease had %v or more to run)", ErrNotAcquired, e.WaitHint)
@@ -224,8 +248,16 @@ type OpError struct {
 
 // Error formats the operation, the primitive and the cause.
 func (e *OpError) Error() string {
+	if e == nil {
+		return "latchkit: <nil OpError>"
+	}
 	return fmt.Sprintf("latchkit: %s %s %q: %v", e.Op, e.Kind, e.Name, e.Err)
 }
 
-// Unwrap returns the cause.
-func (e *OpError) Unwrap() error { return e.Err }
+// Unwrap returns the cause (nil for a nil *OpError).
+func (e *OpError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}

@@ -8,10 +8,55 @@
 // primitives.WithMiddleware(a, b) runs a outermost, then b, then the
 // primitive's wait loop. Reentrancy is primitives.NewReentrantMutex.
 //
+// # Set-up
+//
+// Give Tracing the application's TracerProvider and MeterProvider (by
+// default the global ones, otel.GetTracerProvider and
+// otel.GetMeterProvider) and put it first in every primitive's
+// WithMiddleware:
+//
+//	rdb, stop := exampleRedis() // your *redis.Client
+//	defer stop()
+//	ctx := context.Background()
+//
+//	// The application's providers, made once at start-up: here in memory;
+//	// in a service, its exporter (OTLP, ...) and a periodic reader.
+//	spans := tracetest.NewInMemoryExporter()
+//	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+//	defer tp.Shutdown(ctx)
+//	metrics := sdkmetric.NewManualReader()
+//	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))
+//	defer mp.Shutdown(ctx)
+//
+//	client, err := primitives.NewClient(goredis.New(rdb))
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer client.Close(ctx)
+//
+//	// First in WithMiddleware, outermost: its span covers the whole wait.
+//	tracing := middleware.Tracing(
+//		middleware.WithTracerProvider(tp),
+//		middleware.WithMeterProvider(mp),
+//	)
+//	mu, err := primitives.NewMutex(client, "invoice:42", primitives.WithMiddleware(tracing))
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	lease, err := mu.Lock(ctx) // span latchkit.Lock, metrics latchkit.*
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	lease.Release(ctx) // span latchkit.Release
+//
+//	printTelemetry(ctx, spans, metrics) // the names of the spans and metrics recorded
+//
 // # Spans
 //
-// Tracing makes a span per acquisition ("latchkit.Lock", "latchkit.TryLock",
-// "latchkit.RLock", "latchkit.Acquire", ...) with the kind, name, attempts,
+// Tracing makes a span per acquisition, named after the primitive's method
+// (latchkit.Request.Op: "latchkit.Lock", "latchkit.TryLock",
+// "latchkit.RLock", "latchkit.Acquire", ..., a user primitive's own) with
+// the kind, name, attempts,
 // outcome and fence, and an event per attempt; a span per Release and
 // Extend of the lease it returns; and, when the lease is lost, a
 // "latchkit.LeaseLost" span with the cause (latchkit.cause) and an event,
@@ -51,8 +96,12 @@
 // # Metrics
 //
 // latchkit.acquire.duration (wait time, s) and latchkit.acquisitions by
-// outcome, latchkit.hold.duration (s), latchkit.lease.lost, and
-// latchkit.waiters (acquisitions waiting now).
+// outcome, latchkit.hold.duration (s), latchkit.lease.lost (0 from a
+// name's first grant on), latchkit.waiters (acquisitions waiting now), and
+// latchkit.lease.oldest_age (s: the age of the oldest lease held now
+// through this Tracing, per Client and kind; it carries no name, which is
+// unbounded). Make one Tracing per process and give it to every
+// primitive: each reports the leases acquired through it.
 //
 // # Attributes
 //
@@ -65,6 +114,9 @@
 //	latchkit.name          the primitive's name: on every span; on metric
 //	                       points as WithMetricName maps it (left out when
 //	                       it maps it to "")
+//	latchkit.client        the name of the Client (primitives.WithClientName,
+//	                       latchkit.Request.Client): on
+//	                       latchkit.lease.oldest_age only
 //	latchkit.outcome       how an acquisition ended, one of the outcomes
 //	                       below: on its span, on its latchkit.attempt
 //	                       events (the attempt's outcome), and on the
@@ -93,4 +145,6 @@
 //	              status is Error
 //
 // The instrumentation scope of spans and metrics is ScopeName.
+//
+//readme:example middleware ExampleTracing_setup Set-up
 package middleware

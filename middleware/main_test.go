@@ -3,7 +3,7 @@ package middleware_test
 import (
 	"testing"
 
-	"github.com/latchkit/latchkit/internal/leakcheck"
+	"github.com/latchkit/latchkit/internal/testrig/leakcheck"
 )
 
 // Every lease watchdog and client the tests start must be gone when they

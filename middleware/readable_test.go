@@ -13,7 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 

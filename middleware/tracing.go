@@ -3,10 +3,10 @@ package middleware
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -105,7 +105,11 @@ func WithPropagators(p propagation.TextMapPropagator) TracingOption {
 // ("order-*") or drop them. Spans always carry the full name. By default
 // metric points carry the name as is.
 func WithMetricName(f func(kind latchkit.Kind, name string) string) TracingOption {
-	return func(c *tracingConfig) { c.nameAttr = f }
+	return func(c *tracingConfig) {
+		if f != nil {
+			c.nameAttr = f
+		}
+	}
 }
 
 // WithHolderLinks turns off (or on, the default) storing the holder's span
@@ -118,7 +122,8 @@ func WithHolderLinks(on bool) TracingOption { return func(c *tracingConfig) { c.
 // lease's Release, Extend and loss, a link from a waiter's span to the
 // holder's, and the latchkit.* metrics (see the package doc). Put it
 // outermost (first in primitives.WithMiddleware) so that its span covers
-// the whole wait.
+// the whole wait. The package doc's Set-up shows it with an application's
+// TracerProvider and MeterProvider.
 func Tracing(opts ...TracingOption) latchkit.Middleware {
 	c := tracingConfig{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider(), holders: true, prop: propagation.TraceContext{},
 		nameAttr: func(_ latchkit.Kind, name string) string { return name }}
@@ -129,7 +134,7 @@ func Tracing(opts ...TracingOption) latchkit.Middleware {
 	}
 	t := &tracer{cfg: c, tr: c.tp.Tracer(ScopeName)}
 	m := c.mp.Meter(ScopeName)
-	var errs [5]error
+	var errs [6]error
 	t.waitTime, errs[0] = m.Float64Histogram("latchkit.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the start of an acquisition to its outcome, waiting included."))
 	t.holdTime, errs[1] = m.Float64Histogram("latchkit.hold.duration", metric.WithUnit("s"),
@@ -140,11 +145,22 @@ func Tracing(opts ...TracingOption) latchkit.Middleware {
 		metric.WithDescription("Leases lost before their release: expired, taken, or Redis unreachable."))
 	t.waiters, errs[4] = m.Int64UpDownCounter("latchkit.waiters", metric.WithUnit("{waiter}"),
 		metric.WithDescription("Acquisitions waiting now."))
+	_, errs[5] = m.Float64ObservableGauge("latchkit.lease.oldest_age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest lease held now through this Tracing, per Client and kind (0 when none is)."),
+		metric.WithFloat64Callback(t.live.observe))
 	if err := errors.Join(errs[:]...); err != nil {
 		otel.Handle(err) // the instruments are no-ops then, as OTel does
 	}
 	return func(next latchkit.Acquire) latchkit.Acquire {
 		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			switch {
+			case next == nil:
+				return nil, fmt.Errorf("%w: Tracing around a nil Acquire", latchkit.ErrInvalid)
+			case ctx == nil:
+				return nil, fmt.Errorf("%w: nil context", latchkit.ErrInvalid)
+			case req == nil:
+				return nil, fmt.Errorf("%w: nil Request", latchkit.ErrInvalid)
+			}
 			return t.acquire(ctx, req, next)
 		}
 	}
@@ -158,34 +174,17 @@ type tracer struct {
 	acquisitions metric.Int64Counter
 	lost         metric.Int64Counter
 	waiters      metric.Int64UpDownCounter
+	live         liveLeases // for latchkit.lease.oldest_age (oldest.go)
 }
 
-// spanName is the name of an acquisition's span: the primitive's method
-// it stands for.
+// spanName is the name of an acquisition's span: "latchkit." and the
+// primitive's method it stands for (Request.Op), "Acquire" when the
+// Request names none.
 func spanName(req *latchkit.Request) string {
-	switch req.Kind {
-	case latchkit.KindReadLock:
-		if req.Try {
-			return "latchkit.TryRLock"
-		}
-		return "latchkit.RLock"
-	case latchkit.KindSemaphore, latchkit.KindFairSemaphore:
-		if req.Try {
-			return "latchkit.TryAcquire"
-		}
+	if req.Op == "" {
 		return "latchkit.Acquire"
-	case latchkit.KindElection:
-		if req.Try {
-			return "latchkit.TryCampaign"
-		}
-		return "latchkit.Campaign"
-	case latchkit.KindLatch:
-		return "latchkit.Wait"
 	}
-	if req.Try {
-		return "latchkit.TryLock"
-	}
-	return "latchkit.Lock"
+	return "latchkit." + req.Op
 }
 
 // metricAttrs are the attributes of a metric point: kind, the name as
@@ -347,7 +346,11 @@ func (t *tracer) acquire(ctx context.Context, req *latchkit.Request, next latchk
 		// wrap, hold or fence.
 		return nil, nil
 	}
-	tl := &tracedLease{Lease: l, t: t, kind: req.Kind, name: req.Name, span: span.SpanContext(), granted: time.Now()}
+	tl := &tracedLease{Lease: l, t: t, kind: req.Kind, name: req.Name, span: span.SpanContext()}
+	t.live.add(tl, req.Client) // stamps tl.granted
+	// The loss counter exists, at 0, for every kind and name granted: a
+	// rate of 0 (no loss) rather than no series, for dashboards and alerts.
+	t.lost.Add(ctx, 0, t.metricAttrs(req.Kind, req.Name))
 	if recording {
 		span.SetAttributes(attrFence.Int64(l.Fence()))
 		tl.spanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
@@ -374,97 +377,4 @@ func statusOnPanic(span trace.Span, returned *bool) {
 	if !*returned {
 		span.SetStatus(codes.Error, "panic")
 	}
-}
-
-// tracedLease traces the Release and Extend of a lease and notices its
-// loss.
-type tracedLease struct {
-	latchkit.Lease
-	t        *tracer
-	kind     latchkit.Kind
-	name     string
-	span     trace.SpanContext       // the acquisition's
-	spanOpts []trace.SpanStartOption // of Release and Extend spans: kind, name, fence
-	granted  time.Time
-
-	recorded atomic.Bool // hold time and loss are recorded once
-}
-
-// Unwrap returns the lease Tracing wraps (see latchkit.Innermost, which
-// reaches a primitive's own lease type, such as primitives.MultiLease).
-func (l *tracedLease) Unwrap() latchkit.Lease { return l.Lease }
-
-// ended runs when the lease's Context is done: on Release, or on loss
-// (also after a Release that failed, when the lease then runs out).
-func (l *tracedLease) ended() {
-	if cause := context.Cause(l.Context()); errors.Is(cause, latchkit.ErrLeaseLost) {
-		l.markLost(cause)
-	}
-}
-
-// markLost records the loss of the lease, once: the lost-lease count, the
-// hold time, and a LeaseLost span under the acquisition's span that says
-// why (cause: what the renewal, the deadline, an Extend or a Release
-// found; it names the primitive, never the token).
-func (l *tracedLease) markLost(cause error) {
-	if l.recorded.CompareAndSwap(false, true) {
-		ctx := trace.ContextWithSpanContext(context.Background(), l.span)
-		l.t.lost.Add(ctx, 1, l.t.metricAttrs(l.kind, l.name))
-		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
-		why := attrCause.String(cause.Error())
-		_, span := l.t.tr.Start(ctx, "latchkit.LeaseLost", trace.WithAttributes(
-			attrKind.String(string(l.kind)), attrName.String(l.name), attrFence.Int64(l.Fence()), why))
-		span.AddEvent("latchkit.lease_lost", trace.WithAttributes(why))
-		span.SetStatus(codes.Error, "lease lost")
-		span.End()
-	}
-}
-
-// start starts the span of a Release or Extend. A context without a span
-// of its own gets the acquisition's span as parent, so that the call is in
-// the acquisition's trace rather than the root of a trace of its own (one
-// orphan trace per release otherwise); a context with its own span keeps
-// the call there, linked to the acquisition's span.
-func (l *tracedLease) start(ctx context.Context, name string) (context.Context, trace.Span) {
-	if !l.span.IsValid() {
-		return l.t.tr.Start(ctx, name, l.spanOpts...)
-	}
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return l.t.tr.Start(trace.ContextWithSpanContext(ctx, l.span), name, l.spanOpts...)
-	}
-	return l.t.tr.Start(ctx, name, append(l.spanOpts[:len(l.spanOpts):len(l.spanOpts)], trace.WithLinks(trace.Link{SpanContext: l.span}))...)
-}
-
-func (l *tracedLease) Release(ctx context.Context) error {
-	ctx, span := l.start(ctx, "latchkit.Release")
-	defer span.End()
-	returned := false
-	defer statusOnPanic(span, &returned)
-	err := l.Lease.Release(ctx)
-	returned = true
-	switch {
-	case errors.Is(err, latchkit.ErrLeaseLost):
-		l.markLost(err)
-	case err == nil && l.recorded.CompareAndSwap(false, true):
-		l.t.holdTime.Record(ctx, time.Since(l.granted).Seconds(), l.t.metricAttrs(l.kind, l.name))
-	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "release failed")
-	}
-	return err
-}
-
-func (l *tracedLease) Extend(ctx context.Context, ttl time.Duration) error {
-	ctx, span := l.start(ctx, "latchkit.Extend")
-	defer span.End()
-	returned := false
-	defer statusOnPanic(span, &returned)
-	err := l.Lease.Extend(ctx, ttl)
-	returned = true
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, "extend failed")
-	}
-	return err
 }

@@ -29,13 +29,18 @@ func Exponential() Policy {
 	}
 }
 
-// Constant waits d between attempts.
+// Constant waits d between attempts (none for a negative d).
 func Constant(d time.Duration) Policy {
+	d = max(d, 0)
 	return func() backoff.BackOff { return backoff.NewConstantBackOff(d) }
 }
 
-// MaxAttempts limits p to n attempts in all (n-1 waits).
+// MaxAttempts limits p to n attempts in all (n-1 waits). It is nil for a
+// nil p (which primitives.WithRetry refuses).
 func MaxAttempts(p Policy, n int) Policy {
+	if p == nil {
+		return nil
+	}
 	return func() backoff.BackOff {
 		if n <= 1 {
 			return &backoff.StopBackOff{}
@@ -46,8 +51,12 @@ func MaxAttempts(p Policy, n int) Policy {
 
 // MaxElapsed makes p give up once d has passed since the first wait began
 // (right after the first attempt failed). The last wait is cut short to end
-// at the limit; a wait for a release message may still sleep past it.
+// at the limit; a wait for a release message may still sleep past it. It
+// is nil for a nil p (which primitives.WithRetry refuses).
 func MaxElapsed(p Policy, d time.Duration) Policy {
+	if p == nil {
+		return nil
+	}
 	return func() backoff.BackOff { return &elapsed{b: p(), limit: d, start: time.Now()} }
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/latchkit/latchkit/internal/leakcheck"
+	"github.com/latchkit/latchkit/internal/testrig/leakcheck"
 	"github.com/latchkit/latchkit/retry"
 )
 
