@@ -17,6 +17,7 @@ import (
 // alone, NOSCRIPT falls back to EVAL (after SCRIPT FLUSH too), a done
 // context fails every call, and one batch may span hash slots.
 func RunBatch(t *testing.T, h Harness) {
+	mustHarness(t, h)
 	if _, ok := h.NewClient(t).Backend.(backend.Batcher); !ok {
 		t.Skip("the backend does not implement backend.Batcher")
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/latchkit/latchkit/contracttest"
-	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 )
 
 // TestDocumentedHarness runs the suite through the harness that the

@@ -10,7 +10,8 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -23,6 +24,7 @@ func RunGiveUp(t *testing.T, h Harness) {
 		{"LostTryReply", testLostTryReply},
 		{"DeadlineMidAttempt", testDeadlineMidAttempt},
 		{"LateAttemptRefused", testLateAttemptRefused},
+		{"LateAttemptBehindHolderNotQueued", testLateAttemptBehindHolder},
 		{"ResentFirstAttempt", testResentFirstAttempt},
 		{"HandOverSkipsReleaser", testHandOverSkipsReleaser},
 		{"ForeignQueueKey", testForeignQueueKey},
@@ -110,6 +112,9 @@ type faulty struct {
 func (f *faulty) Cluster() bool { return backend.IsCluster(f.Backend) }
 
 func (f *faulty) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if !keyspace.OfPrimitive(keys) {
+		return f.Backend.Eval(ctx, s, keys, args) // the Client's record
+	}
 	v, err := f.Backend.Eval(context.WithoutCancel(ctx), s, keys, args)
 	switch {
 	case f.lose.Add(-1) >= 0:
@@ -138,12 +143,7 @@ func testLostTryReply(t *testing.T, h Harness) {
 			} else if !errors.Is(err, backend.ErrUnavailable) {
 				t.Fatalf("lost reply: %v, want ErrUnavailable", err)
 			}
-			other := e.rival(clienttest.For(t, h.NewClient(t).Backend), p)
-			l, err := other(ctx)
-			if err != nil {
-				t.Fatalf("after a TryLock whose reply was lost, another client: %v: the grant nobody knows of was not given back", err)
-			}
-			l.Release(ctx)
+			rivalGets(t, ctx, h, e, p, "after a TryLock whose reply was lost", "the grant nobody knows of was not given back")
 		})
 	}
 }
@@ -174,80 +174,8 @@ func testDeadlineMidAttempt(t *testing.T, h Harness) {
 			if took > 50*time.Millisecond+time.Second {
 				t.Errorf("Lock returned %v after it began, deadline 50ms", took)
 			}
-			other := e.rival(clienttest.For(t, h.NewClient(t).Backend), p)
-			l, err = other(ctx)
-			if err != nil {
-				t.Fatalf("after a Lock gave up mid-attempt, another client: %v: the grant nobody knows of was not given back", err)
-			}
-			l.Release(ctx)
+			rivalGets(t, ctx, h, e, p, "after a Lock gave up mid-attempt", "the grant nobody knows of was not given back")
 		})
-	}
-}
-
-// stuck holds back the next script: the call fails when its context ends,
-// and the script reaches the server only when run is closed (a command
-// stuck in a socket behind a paused server, or retransmitted late).
-type stuck struct {
-	backend.Backend
-	armed atomic.Bool
-	run   chan struct{}
-	ran   chan error
-}
-
-// Cluster passes on what the wrapped backend says.
-func (s *stuck) Cluster() bool { return backend.IsCluster(s.Backend) }
-
-func (s *stuck) Eval(ctx context.Context, sc *backend.Script, keys, args []string) (backend.Value, error) {
-	if !s.armed.CompareAndSwap(true, false) {
-		return s.Backend.Eval(ctx, sc, keys, args)
-	}
-	go func() {
-		<-s.run
-		_, err := s.Backend.Eval(context.Background(), sc, keys, args)
-		s.ran <- err
-	}()
-	<-ctx.Done()
-	return nil, &backend.Error{Class: ctx.Err(), Cause: errors.New("injected: i/o timeout")}
-}
-
-// testLateAttemptRefused: an acquisition gives up while its attempt is
-// stuck on the way to the server; the attempt reaches the server only after
-// the give-back. The server refuses it (the token was remembered as given
-// back): no grant is left that nobody holds.
-func testLateAttemptRefused(t *testing.T, h Harness) {
-	for _, e := range exclusives {
-		for _, try := range []bool{false, true} {
-			name := e.name + "/Lock"
-			if try {
-				name = e.name + "/TryLock"
-			}
-			t.Run(name, func(t *testing.T) {
-				p := prefix(t)
-				ctx := ctxT(t, 20*time.Second)
-				s := &stuck{Backend: h.NewClient(t).Backend, run: make(chan struct{}), ran: make(chan error, 1)}
-				lock, tryLock := e.open(clienttest.For(t, s), p)
-				if try {
-					lock = tryLock
-				}
-				s.armed.Store(true)
-				lctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				_, err := lock(lctx)
-				cancel()
-				if err == nil {
-					t.Fatal("granted although its attempt never reached the server")
-				}
-				close(s.run) // the attempt reaches the server now, after the give-back
-				if err := <-s.ran; err != nil && !errors.Is(err, latchkit.ErrInvalid) {
-					t.Logf("the late attempt: %v", err)
-				}
-				other := e.rival(clienttest.For(t, h.NewClient(t).Backend), p)
-				l, err := other(ctx)
-				if err != nil {
-					t.Fatalf("after a late copy of an attempt whose acquisition gave up, another client: %v: the late attempt was granted", err)
-				}
-				l.Release(ctx)
-			})
-		}
 	}
 }
 

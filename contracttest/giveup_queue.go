@@ -10,7 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -56,7 +56,7 @@ func testResentFirstAttempt(t *testing.T, h Harness) {
 	}
 	check := h.NewClient(t).Backend
 	r := &resend{Backend: h.NewClient(t).Backend, first: make(chan struct{}),
-		again: func() bool { return do(t, check, "EXISTS", key) == int64(0) }}
+		again: func() bool { return lockFree(t, check, key) }}
 	r.armed.Store(true)
 	w1, _ := primitives.NewMutex(clienttest.For(t, r), "r", primitives.WithPrefix(p))
 	w2, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "r", primitives.WithPrefix(p))
@@ -162,7 +162,7 @@ func testForeignQueueKey(t *testing.T, h Harness) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("Release with a foreign queue key: %v (the lock stays held for its TTL)", err)
 		}
-		if n := do(t, b, "EXISTS", key); n != int64(0) {
+		if !lockFree(t, b, key) {
 			t.Fatal("the lock is still held after its Release")
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,9 +14,9 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/lane"
 	"github.com/latchkit/latchkit/internal/pubsub"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -52,19 +51,13 @@ func testHandOverRenewed(t *testing.T, h Harness, k handOverKind) {
 	ctx := ctxT(t, 30*time.Second)
 	p := prefix(t)
 	var attempts atomic.Int64
-	count := func(next latchkit.Acquire) latchkit.Acquire {
-		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-			req.OnAttempt = func(int, error) { attempts.Add(1) }
-			return next(ctx, req)
-		}
-	}
 	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithTTL(10 * time.Second), primitives.WithWaiterTimeout(1500 * time.Millisecond)}
 	holder, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "r", opts...)
 	first, err := holder.TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "r", append(opts, primitives.WithMiddleware(count))...)
+	waiter, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "r", append(opts, countAttempts(&attempts))...)
 	got := lockAsync(ctx, waiter)
 	inspect := h.NewClient(t).Backend
 	eventually(t, 10*time.Second, "the waiter queued", func() bool { return k.queued(t, inspect, p, "r") == 1 })
@@ -152,7 +145,7 @@ type handOverKind struct {
 	queued func(t testing.TB, b backend.Backend, p, name string) int64
 	// waiter returns the token of the one waiter queued, the inbox its
 	// hand-over is published on and the last fence granted (a Mutex's
-	// holder's, a FairMutex's counter).
+	// holder's, the highest a FairMutex's holders hold).
 	waiter func(t testing.TB, b backend.Backend, p, name string) (token, inbox, fence string)
 }
 
@@ -187,8 +180,13 @@ var (
 			t.Fatalf("queue %v: want one waiter", entries)
 		}
 		box, _ := do(t, b, "HGET", base+":box", waiting[0]).(string)
-		fence, _ := do(t, b, "GET", base+":fence").(string)
-		return waiting[0], box, fence
+		fences, _ := do(t, b, "HVALS", base+":holders").([]backend.Value)
+		var fence int64
+		for _, f := range fences {
+			n, _ := strconv.ParseInt(f.(string), 10, 64)
+			fence = max(fence, n)
+		}
+		return waiting[0], box, strconv.FormatInt(fence, 10)
 	}}
 )
 
@@ -302,13 +300,7 @@ func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	ctx := ctxT(t, time.Minute)
 	p := prefix(t)
 	var attempts atomic.Int64
-	count := func(next latchkit.Acquire) latchkit.Acquire {
-		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
-			req.OnAttempt = func(int, error) { attempts.Add(1) }
-			return next(ctx, req)
-		}
-	}
-	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithMiddleware(count),
+	opts := []primitives.Option{primitives.WithPrefix(p), countAttempts(&attempts),
 		primitives.WithWaiterTimeout(time.Minute), primitives.WithTTL(time.Minute)}
 	holder, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "w", opts...)
 	l, err := holder.TryLock(ctx)
@@ -357,138 +349,4 @@ func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// testHandOverWithdraw: a waiter whose context ends leaves the queue, and
-// the release goes to the waiter behind it at once.
-func testHandOverWithdraw(t *testing.T, h Harness) {
-	ctx := ctxT(t, time.Minute)
-	p := prefix(t)
-	inspect := h.NewClient(t).Backend
-	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
-	holder, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "g", opts...)
-	quitter, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "g", opts...)
-	next, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "g", opts...)
-	l, err := holder.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qctx, cancel := context.WithCancel(ctx)
-	quit := make(chan error, 1)
-	go func() { _, err := quitter.Lock(qctx); quit <- err }()
-	eventually(t, 10*time.Second, "the quitter queued", func() bool { return queued(t, inspect, p, "g") == 1 })
-	got := lockAsync(ctx, next)
-	eventually(t, 10*time.Second, "the next waiter queued", func() bool { return queued(t, inspect, p, "g") == 2 })
-	cancel()
-	if err := <-quit; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the quitter's Lock: %v", err)
-	}
-	if n := queued(t, inspect, p, "g"); n != 1 {
-		t.Fatalf("%d waiters queued after one gave up, want 1", n)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	awaitGrant(t, ctx, got, "the waiter behind the one that gave up was not handed the lock")
-}
-
-// lockResult is what a waiting Lock run by lockAsync returned.
-type lockResult struct {
-	l   latchkit.Lease
-	err error
-}
-
-// lockAsync runs m.Lock(ctx) in a goroutine and sends what it returned:
-// the goroutine never touches the test, which may have ended first.
-func lockAsync(ctx context.Context, m primitives.Mutex) <-chan lockResult {
-	got := make(chan lockResult, 1)
-	go func() {
-		l, err := m.Lock(ctx)
-		got <- lockResult{l, err}
-	}()
-	return got
-}
-
-// awaitGrant waits for the lease a waiting Lock sends on got and releases
-// it.
-func awaitGrant(t *testing.T, ctx context.Context, got <-chan lockResult, failure string) {
-	t.Helper()
-	select {
-	case g := <-got:
-		if g.err != nil {
-			t.Fatalf("%s: the waiter's Lock: %v", failure, g.err)
-		}
-		g.l.Release(ctx)
-	case <-time.After(5 * time.Second):
-		t.Fatal(failure)
-	}
-}
-
-// testHandOverDeadWaiters: queue entries of waiters that stopped
-// heartbeating (a crashed process) are skipped by a release: the live
-// waiter behind them gets the lock, and the dead entries are gone.
-func testHandOverDeadWaiters(t *testing.T, h Harness) {
-	ctx := ctxT(t, time.Minute)
-	p := prefix(t)
-	b := h.NewClient(t).Backend
-	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(time.Minute)}
-	holder, _ := primitives.NewMutex(clienttest.For(t, b), "d", opts...)
-	l, err := holder.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two entries of crashed waiters, ahead of everyone, whose liveness
-	// ran out long ago (expiry 1 ms after the epoch).
-	q := keyOf(p, "d")
-	for i, tok := range []string{"dead-1", "dead-2"} {
-		do(t, b, "ZADD", q+":q", strconv.Itoa(i), tok)
-		do(t, b, "ZADD", q+":qlive", "1", tok)
-	}
-	waiter, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "d", opts...)
-	got := lockAsync(ctx, waiter)
-	eventually(t, 10*time.Second, "the live waiter queued", func() bool { return queued(t, b, p, "d") == 3 })
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	awaitGrant(t, ctx, got, "the live waiter behind dead entries was not handed the lock")
-	if n := queued(t, b, p, "d"); n != 0 {
-		t.Fatalf("%d entries left in the queue", n)
-	}
-}
-
-// testHandOverUnconfirmed: a release hands the lock to a waiter that is
-// alive by its heartbeat but never confirms (it crashed right after its
-// last attempt). The lock frees itself after the waiter timeout, not the
-// TTL, and goes to the next Lock.
-func testHandOverUnconfirmed(t *testing.T, h Harness) {
-	ctx := ctxT(t, time.Minute)
-	p := prefix(t)
-	b := h.NewClient(t).Backend
-	const waitTimeout = 300 * time.Millisecond
-	opts := []primitives.Option{primitives.WithPrefix(p), primitives.WithWaiterTimeout(waitTimeout), primitives.WithTTL(time.Minute)}
-	holder, _ := primitives.NewMutex(clienttest.For(t, b), "u", opts...)
-	l, err := holder.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := keyOf(p, "u")
-	do(t, b, "ZADD", q+":q", "0", "ghost")
-	do(t, b, "ZADD", q+":qlive", "99999999999999", "ghost")
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := do(t, b, "GET", q).(string); !strings.HasPrefix(v, "ghost ") {
-		t.Fatalf("lock holds %v after the release, want it handed to the queued ghost", v)
-	}
-	pttl, _ := do(t, b, "PTTL", q).(int64)
-	if pttl <= 0 || time.Duration(pttl)*time.Millisecond > waitTimeout {
-		t.Fatalf("a handed-over lock lives %d ms before its holder confirms, want at most the waiter timeout %v", pttl, waitTimeout)
-	}
-	advance(t, h, waitTimeout+50*time.Millisecond)
-	m, _ := primitives.NewMutex(clienttest.For(t, h.NewClient(t).Backend), "u", opts...)
-	nl, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatalf("after the waiter timeout: %v", err)
-	}
-	nl.Release(ctx)
 }

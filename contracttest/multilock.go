@@ -9,7 +9,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -91,7 +91,7 @@ func testMultiAllOrNothing(t *testing.T, h Harness) {
 		t.Fatalf("with y held: %v", err)
 	}
 	for _, n := range []string{"x", "z"} {
-		if v := do(t, b, "EXISTS", keyOf(p, n)); v != int64(0) {
+		if !lockFree(t, b, keyOf(p, n)) {
 			t.Errorf("a failed attempt left %s held", n)
 		}
 	}
@@ -139,7 +139,7 @@ func testMultiAllOrNothing(t *testing.T, h Harness) {
 		t.Errorf("x's new holder was released")
 	}
 	for _, n := range []string{"y", "z"} {
-		if v := do(t, b, "EXISTS", keyOf(p, n)); v != int64(0) {
+		if !lockFree(t, b, keyOf(p, n)) {
 			t.Errorf("%s still held after Release", n)
 		}
 	}
@@ -173,7 +173,7 @@ func testMultiBadInput(t *testing.T, h Harness) {
 		t.Errorf("a name's key is a hash: %v", err)
 	}
 	for _, n := range []string{"p", "r"} {
-		if v := do(t, b, "EXISTS", keyOf(p, n)); v != int64(0) {
+		if !lockFree(t, b, keyOf(p, n)) {
 			t.Errorf("%s was taken", n)
 		}
 	}

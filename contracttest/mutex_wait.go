@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/lane"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
 

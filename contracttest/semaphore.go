@@ -10,7 +10,7 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -205,13 +205,26 @@ func testSemaphoreBadInput(t *testing.T, h Harness) {
 	if v := do(t, b, "GET", key); v != "precious" {
 		t.Errorf("value changed to %v", v)
 	}
-	// The fence counter is not a number: nothing is written.
+	// The given-back tokens are a string: nothing is written.
 	do(t, b, "DEL", key)
-	do(t, b, "SET", key+":fence", "abc")
+	do(t, b, "SET", key+":released", "precious")
 	if _, err := s.TryAcquire(ctx); !errors.Is(err, latchkit.ErrInvalid) {
-		t.Errorf("fence not a number: %v, want ErrInvalid", err)
+		t.Errorf("given-back tokens a string: %v, want ErrInvalid", err)
 	}
 	if v := do(t, b, "EXISTS", key); v != int64(0) {
-		t.Errorf("a holder was written although the fence counter is broken")
+		t.Errorf("a holder was written although the given-back tokens are broken")
+	}
+	// latchkit 0.x's fence counter, whatever it holds, is neither read nor
+	// written (fences come from the server's clock).
+	do(t, b, "DEL", key+":released")
+	do(t, b, "SET", key+":fence", "abc")
+	l, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Errorf("with latchkit 0.x's fence counter holding abc: %v, want granted", err)
+	} else {
+		l.Release(ctx)
+	}
+	if v := do(t, b, "GET", key+":fence"); v != "abc" {
+		t.Errorf("latchkit 0.x's fence counter changed to %v", v)
 	}
 }

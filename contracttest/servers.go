@@ -12,8 +12,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/latchkit/latchkit/internal/lane"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // Server is a Redis deployment the suite runs against, started by the test
@@ -51,7 +51,7 @@ type Deployment struct {
 // Deployments are the servers the suite runs on: miniredis (embedded),
 // and, when redis-server is installed (see redistest.Require), a real
 // redis-server, a 3-master Cluster and a Sentinel deployment. Long marks
-// the deployments that run in the long lane only (see internal/lane):
+// the deployments that run in the long lane only (see internal/testrig/lane):
 // starting them and running the suite through them takes minutes.
 var Deployments = []Deployment{
 	{"miniredis", StartMiniredis, false},
@@ -64,7 +64,9 @@ var Deployments = []Deployment{
 // the Harness harness makes for it: a driver's whole conformance run. The
 // deployments run side by side (each has its own servers, and the suite
 // spends most of its time waiting on timers); those marked Long are
-// skipped in the fast lane.
+// skipped in the fast lane, where each group of the suite runs on a
+// deployment of its own, beside the others (a group may hang its server,
+// move its clock or read its command counts).
 func RunDeployments(t *testing.T, harness func(Server) Harness) {
 	RunDeploymentsExcept(t, nil, harness)
 }
@@ -74,6 +76,9 @@ func RunDeployments(t *testing.T, harness func(Server) Harness) {
 // each Kind in skip is skipped, with the reason skip gives, without
 // starting its servers.
 func RunDeploymentsExcept(t *testing.T, skip map[string]string, harness func(Server) Harness) {
+	if harness == nil {
+		t.Fatal("contracttest: nil Harness maker: give the driver's")
+	}
 	for _, d := range Deployments {
 		t.Run(d.Kind, func(t *testing.T) {
 			if why, ok := skip[d.Kind]; ok {
@@ -83,6 +88,10 @@ func RunDeploymentsExcept(t *testing.T, skip map[string]string, harness func(Ser
 				lane.LongOnly(t, "a "+d.Kind+" deployment takes seconds to start and the suite a minute through it")
 			}
 			t.Parallel()
+			if !d.Long && !lane.Long() {
+				runGroupsApart(t, func(t *testing.T) Harness { return harness(d.Start(t)) })
+				return
+			}
 			Run(t, harness(d.Start(t)))
 		})
 	}

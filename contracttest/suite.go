@@ -12,11 +12,14 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/nilness"
+	"github.com/latchkit/latchkit/primitives"
 )
 
 // Run runs the whole suite against h: first the backend contract itself,
 // then every primitive through its public API.
 func Run(t *testing.T, h Harness) {
+	mustHarness(t, h)
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.fn(t, h) })
 	}
@@ -28,6 +31,7 @@ func Run(t *testing.T, h Harness) {
 // respect (a client that ignores context deadlines) runs the groups that
 // respect matters to. An unknown name fails t.
 func RunGroups(t *testing.T, h Harness, names ...string) {
+	mustHarness(t, h)
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -40,6 +44,19 @@ func RunGroups(t *testing.T, h Harness, names ...string) {
 	}
 	for n := range want {
 		t.Errorf("contracttest: no group %q", n)
+	}
+}
+
+// runGroupsApart runs every group of the suite as a parallel subtest,
+// each against a Harness of its own from mk.
+func runGroupsApart(t *testing.T, mk func(t *testing.T) Harness) {
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			h := mk(t)
+			mustHarness(t, h)
+			g.fn(t, h)
+		})
 	}
 }
 
@@ -72,8 +89,18 @@ type step struct {
 }
 
 func runSteps(t *testing.T, h Harness, steps []step) {
+	mustHarness(t, h)
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, h) })
+	}
+}
+
+// mustHarness fails t, a suite's entry point's, when h is nil: the
+// caller's mistake, told as such rather than as a panic in the suite.
+func mustHarness(t *testing.T, h Harness) {
+	t.Helper()
+	if nilness.Is(h) {
+		t.Fatal("contracttest: nil Harness: give the driver's harness")
 	}
 }
 
@@ -118,11 +145,39 @@ func keyOf(p, name string) string { return keyspace.KeyBase(p, name) }
 // and its fence.
 func lockValue(l latchkit.Lease) string { return l.Token() + " " + strconv.FormatInt(l.Fence(), 10) }
 
+// lockFree reports whether the Mutex-layout lock key holds no lease: it
+// is absent, or holds a free marker ("~ fence [flags]"), which a release
+// leaves while the fence is not behind the server's clock (one that
+// stands still, as a test server's may) or tokens were given back.
+func lockFree(t testing.TB, b backend.Backend, key string) bool {
+	t.Helper()
+	v := do(t, b, "GET", key)
+	s, _ := v.(string)
+	return v == nil || strings.HasPrefix(s, "~ ")
+}
+
 // advance moves the server clock by d, or sleeps when it cannot.
 func advance(t testing.TB, h Harness, d time.Duration) {
 	if !h.AdvanceClock(t, d) {
 		time.Sleep(d)
 	}
+}
+
+// countAttempts is a middleware option adding every attempt of the
+// primitive's acquisitions to n.
+func countAttempts(n *atomic.Int64) primitives.Option {
+	return primitives.WithMiddleware(func(next latchkit.Acquire) latchkit.Acquire {
+		return func(ctx context.Context, req *latchkit.Request) (latchkit.Lease, error) {
+			prev := req.OnAttempt
+			req.OnAttempt = func(i int, err error) {
+				n.Add(1)
+				if prev != nil {
+					prev(i, err)
+				}
+			}
+			return next(ctx, req)
+		}
+	})
 }
 
 // eventually polls cond every few milliseconds until it holds or d passes.

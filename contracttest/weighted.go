@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -13,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/keyspace"
+
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
-	"github.com/latchkit/latchkit/retry"
 )
 
 // RunWeighted checks the weighted permits (AcquireN, TryAcquireN) and the
@@ -208,7 +208,9 @@ func testWeightedBadInput(t *testing.T, h Harness, k semKind) {
 	b := h.NewClient(t).Backend
 	ctx := ctxT(t, 20*time.Second)
 	p := prefix(t)
-	s := k.make(t, b, "b", 3)
+	// Not renewed, and long: a renewal would change the keys between two
+	// looks.
+	s := k.make(t, b, "b", 3, primitives.WithTTL(time.Minute), primitives.WithAutoExtend(false))
 	keys := k.layout.KeysOf(p, "b")
 	held, err := s.TryAcquire(ctx) // some state to keep
 	if err != nil {
@@ -258,7 +260,8 @@ func testWeightedBadInput(t *testing.T, h Harness, k semKind) {
 	}
 	// Keys of another type: the weights hash is a string, the stored limit
 	// a hash or not a number.
-	weights, limitKey := keys[len(keys)-2], keys[len(keys)-1]
+	scripted := keys[:k.layout.Scripted()] // the legacy keys follow
+	weights, limitKey := scripted[len(scripted)-2], scripted[len(scripted)-1]
 	for _, bad := range []struct {
 		what string
 		set  []string
@@ -288,399 +291,5 @@ func testWeightedBadInput(t *testing.T, h Harness, k semKind) {
 			t.Errorf("%s: the keys changed:\nbefore\n%s\nafter\n%s", bad.what, before, after)
 		}
 		do(t, b, "DEL", bad.set[1])
-	}
-}
-
-// testSetLimitShared: a limit stored by one client is the limit of every
-// client of the name, whatever limit they were made with; lowering it below
-// the permits held revokes nothing and grants nothing new until they drop
-// below it.
-func testSetLimitShared(t *testing.T, h Harness, k semKind) {
-	ctx := ctxT(t, 20*time.Second)
-	a := k.make(t, h.NewClient(t).Backend, "s", 2)
-	b := k.make(t, h.NewClient(t).Backend, "s", 2)
-	if err := a.SetLimit(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	var ls []latchkit.Lease
-	for i := 0; i < 3; i++ {
-		l, err := b.TryAcquire(ctx)
-		if err != nil {
-			t.Fatalf("permit %d of the stored limit 3, by a client made with 2: %v", i+1, err)
-		}
-		ls = append(ls, l)
-	}
-	if _, err := a.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
-		t.Fatalf("a fourth permit of 3: %v", err)
-	}
-	if err := b.SetLimit(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range ls {
-		if err := l.Extend(ctx, time.Minute); err != nil {
-			t.Errorf("holder %d after the limit was lowered: %v (nothing is revoked)", i, err)
-		}
-	}
-	for len(ls) > 0 {
-		if l, err := a.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
-			t.Fatalf("granted with %d permits held and the limit lowered to 1: %v", len(ls), err)
-			l.Release(ctx)
-		}
-		if err := ls[0].Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ls = ls[1:]
-	}
-	l, err := a.TryAcquire(ctx)
-	if err != nil {
-		t.Fatalf("the one permit once every holder left: %v", err)
-	}
-	if _, err := b.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
-		t.Errorf("a second permit of the stored limit 1: %v", err)
-	}
-	l.Release(ctx)
-}
-
-// testSetLimitWakes: a waiter for 2 permits blocked by a holder of both is
-// granted as soon as SetLimit raises the limit to 4, woken by it: its retry
-// policy would have it sleep for 30 s, and its waiter timeout is a minute.
-func testSetLimitWakes(t *testing.T, h Harness, k semKind) {
-	ctx := ctxT(t, 20*time.Second)
-	slow := primitives.WithRetry(retry.Constant(30 * time.Second))
-	s := k.make(t, h.NewClient(t).Backend, "k", 2, slow, primitives.WithWaiterTimeout(time.Minute))
-	w := k.make(t, h.NewClient(t).Backend, "k", 2, slow, primitives.WithWaiterTimeout(time.Minute))
-	l, err := s.TryAcquireN(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	got := make(chan error, 1)
-	go func() {
-		l, err := w.AcquireN(ctx, 2)
-		if err == nil {
-			defer l.Release(ctx)
-		}
-		got <- err
-	}()
-	time.Sleep(300 * time.Millisecond) // the waiter is asleep
-	select {
-	case err := <-got:
-		t.Fatalf("the waiter returned before the limit was raised: %v", err)
-	default:
-	}
-	start := time.Now()
-	if err := s.SetLimit(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter for 2 permits after the limit was raised from 2 to 4: %v", err)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("waiter granted %v after SetLimit", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter was not woken by SetLimit within 10 s (its retry policy sleeps 30 s)")
-	}
-}
-
-// testSetLimitRace: clients take 1 to 3 permits while another flips the
-// stored limit between 2 and 6. Every grant is checked against the limits
-// that can have been in force during its call: a grant made while SetLimit
-// had set 2 before the call began (and set nothing since) must find room
-// for its permits among the holders that surely held through its call
-// (their acquisition returned before it began; their release began after it
-// returned).
-func testSetLimitRace(t *testing.T, h Harness, k semKind) {
-	const workers = 8
-	ctx := ctxT(t, 2*time.Minute)
-	setter := k.make(t, h.NewClient(t).Backend, "x", 6)
-	type span struct{ start, end time.Time }
-	type grant struct {
-		n        int
-		call     span // the acquisition's call
-		released time.Time
-	}
-	type setting struct {
-		limit int
-		call  span
-	}
-	var mu sync.Mutex
-	var grants []grant
-	var settings []setting
-	stop := make(chan struct{})
-	var setWG sync.WaitGroup
-	setWG.Add(1)
-	go func() {
-		defer setWG.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Duration(10+rand.IntN(30)) * time.Millisecond):
-			}
-			limit := 2
-			if i%2 == 1 {
-				limit = 6
-			}
-			start := time.Now()
-			if err := setter.SetLimit(ctx, limit); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			settings = append(settings, setting{limit, span{start, time.Now()}})
-			mu.Unlock()
-		}
-	}()
-	clients := []backend.Backend{h.NewClient(t).Backend, h.NewClient(t).Backend}
-	var wg sync.WaitGroup
-	for g := 0; g < workers; g++ {
-		s := k.make(t, clients[g%2], "x", 6)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 15; i++ {
-				n := 1 + rand.IntN(2)
-				start := time.Now()
-				wctx, cancel := context.WithTimeout(ctx, time.Second)
-				l, err := s.AcquireN(wctx, n)
-				cancel()
-				if err != nil {
-					if !errors.Is(err, context.DeadlineExceeded) {
-						t.Error(err)
-						return
-					}
-					continue
-				}
-				got := span{start, time.Now()}
-				time.Sleep(time.Duration(2+rand.IntN(10)) * time.Millisecond)
-				rel := time.Now()
-				if err := l.Release(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				grants = append(grants, grant{n, got, rel})
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	setWG.Wait()
-	// For each grant, the limit surely in force through its call: the last
-	// setting that returned before the call began, when no setting was in
-	// flight or made during the call.
-	checked := 0
-	for _, g := range grants {
-		limit := 0
-		var last time.Time
-		clear := true
-		for _, s := range settings {
-			if s.call.end.Before(g.call.start) && s.call.end.After(last) {
-				limit, last = s.limit, s.call.end
-			}
-			if !s.call.end.Before(g.call.start) && s.call.start.Before(g.call.end) {
-				clear = false // a SetLimit overlapping the call
-			}
-		}
-		if !clear || limit != 2 {
-			continue
-		}
-		checked++
-		surely := g.n
-		for _, o := range grants {
-			if o.call.end.Before(g.call.start) && o.released.After(g.call.end) {
-				surely += o.n
-			}
-		}
-		if surely > limit {
-			t.Errorf("a grant of %d permits while the stored limit was %d and %d permits surely held", g.n, limit, surely-g.n)
-		}
-	}
-	t.Logf("%d grants, %d SetLimits; %d grants made under a limit of 2 checked", len(grants), len(settings), checked)
-	if len(grants) == 0 {
-		t.Error("no grant was made")
-	}
-}
-
-// testFairHeadNotOvertaken: with 3 of 4 permits held, a waiter for 4 at the
-// head of the queue is not overtaken by a waiter for 1 behind it, although
-// one permit is free, nor by a TryAcquire: it is granted first once the 3
-// are released, and the one behind it only once it has released.
-func testFairHeadNotOvertaken(t *testing.T, h Harness) {
-	ctx := ctxT(t, 30*time.Second)
-	mk := func() primitives.Semaphore {
-		return semKinds[1].make(t, h.NewClient(t).Backend, "h", 4)
-	}
-	ob := h.NewClient(t).Backend
-	holder, big, small := mk(), mk(), mk()
-	l3, err := holder.TryAcquireN(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		who string
-		l   latchkit.Lease
-		err error
-	}
-	got := make(chan result, 2)
-	go func() { l, err := big.AcquireN(ctx, 4); got <- result{"big", l, err} }()
-	eventually(t, 5*time.Second, "the waiter for 4 is queued", func() bool { return queueLen(t, ob, prefix(t), "h") == 2 })
-	go func() { l, err := small.Acquire(ctx); got <- result{"small", l, err} }()
-	eventually(t, 5*time.Second, "the waiter for 1 is queued", func() bool { return queueLen(t, ob, prefix(t), "h") == 3 })
-	if l, err := holder.TryAcquire(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
-		t.Fatalf("TryAcquire overtook the waiter for 4 at the head: %v", err)
-		l.Release(ctx)
-	}
-	select {
-	case r := <-got:
-		t.Fatalf("%s granted while 3 of 4 permits are held and the waiter for 4 is at the head: %v", r.who, r.err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := l3.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-got
-	if r.err != nil || r.who != "big" {
-		t.Fatalf("first granted after the release: %s (%v), want the waiter for 4", r.who, r.err)
-	}
-	select {
-	case r2 := <-got:
-		t.Fatalf("%s granted while the waiter for 4 holds all 4: %v", r2.who, r2.err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	r.l.Release(ctx)
-	r2 := <-got
-	if r2.err != nil {
-		t.Fatalf("the waiter for 1 after the waiter for 4 released: %v", r2.err)
-	}
-	if r2.l.Fence() <= r.l.Fence() {
-		t.Errorf("fences %d then %d", r.l.Fence(), r2.l.Fence())
-	}
-	r2.l.Release(ctx)
-}
-
-// testFairHeavyWaiter: a waiter for 4 permits at the head when SetLimit
-// lowers the limit to 3 can never be granted: it fails with ErrInvalid
-// (woken by SetLimit, not at its next heartbeat), and the waiter behind it
-// is granted without waiting for it to leave.
-func testFairHeavyWaiter(t *testing.T, h Harness) {
-	ctx := ctxT(t, 30*time.Second)
-	slow := []primitives.Option{primitives.WithRetry(retry.Constant(30 * time.Second)), primitives.WithWaiterTimeout(time.Minute)}
-	mk := func() primitives.Semaphore { return semKinds[1].make(t, h.NewClient(t).Backend, "v", 4, slow...) }
-	ob := h.NewClient(t).Backend
-	holder, big, small := mk(), mk(), mk()
-	l2, err := holder.TryAcquireN(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Release(ctx)
-	bigErr, smallErr := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := big.AcquireN(ctx, 4); bigErr <- err }()
-	eventually(t, 5*time.Second, "the waiter for 4 is queued", func() bool { return queueLen(t, ob, prefix(t), "v") == 2 })
-	go func() {
-		l, err := small.AcquireN(ctx, 1)
-		if err == nil {
-			defer l.Release(ctx)
-		}
-		smallErr <- err
-	}()
-	eventually(t, 5*time.Second, "the waiter for 1 is queued", func() bool { return queueLen(t, ob, prefix(t), "v") == 3 })
-	if err := holder.SetLimit(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []struct {
-		what string
-		c    chan error
-		want error
-	}{{"the waiter for 1", smallErr, nil}, {"the waiter for 4", bigErr, latchkit.ErrInvalid}} {
-		select {
-		case err := <-w.c:
-			if (w.want == nil && err != nil) || (w.want != nil && !errors.Is(err, w.want)) {
-				t.Errorf("%s after the limit was lowered to 3: %v, want %v", w.what, err, w.want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no outcome 10 s after SetLimit (its retry policy sleeps 30 s)", w.what)
-		}
-	}
-	eventually(t, 5*time.Second, "the waiter for 4 leaves the queue", func() bool { return queueLen(t, ob, prefix(t), "v") <= 1 })
-}
-
-// testFairMutexIgnoresLimit: a FairMutex is one permit, whatever limit a
-// FairSemaphore of the same name stored.
-func testFairMutexIgnoresLimit(t *testing.T, h Harness) {
-	ctx := ctxT(t, 20*time.Second)
-	b := h.NewClient(t).Backend
-	s := semKinds[1].make(t, b, "m", 1)
-	if err := s.SetLimit(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	m, err := primitives.NewFairMutex(clienttest.For(t, b), "m", primitives.WithPrefix(prefix(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	if l2, err := m.TryLock(ctx); !errors.Is(err, latchkit.ErrNotAcquired) {
-		t.Errorf("a second FairMutex holder after a FairSemaphore stored the limit 3: %v", err)
-		l2.Release(ctx)
-	}
-}
-
-// testWeightedWaiterStallsNobody: on a Semaphore of 2 permits, both held,
-// a waiter for 2 and then a waiter for 1 wait in one process. A release of
-// one permit cannot serve the first; it must still wake the second, which
-// fits, rather than only the oldest waiter: the holders' TTL (the wait
-// hint) is 30 s and the waiters' retry policy sleeps 30 s.
-func testWeightedWaiterStallsNobody(t *testing.T, h Harness) {
-	ctx := ctxT(t, 30*time.Second)
-	slow := []primitives.Option{primitives.WithRetry(retry.Constant(30 * time.Second)),
-		primitives.WithWaiterTimeout(time.Minute), primitives.WithTTL(30 * time.Second)}
-	b := h.NewClient(t).Backend
-	s := semKinds[0].make(t, b, "st", 2, slow...)
-	h1, err := s.TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2, err := s.TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h2.Release(ctx)
-	bigCtx, cancelBig := context.WithCancel(ctx)
-	defer cancelBig()
-	go func() {
-		if l, err := s.AcquireN(bigCtx, 2); err == nil {
-			l.Release(ctx)
-		}
-	}()
-	time.Sleep(300 * time.Millisecond) // the waiter for 2 is the oldest, asleep
-	got := make(chan error, 1)
-	go func() {
-		l, err := s.Acquire(ctx)
-		if err == nil {
-			l.Release(ctx)
-		}
-		got <- err
-	}()
-	time.Sleep(300 * time.Millisecond)
-	start := time.Now()
-	if err := h1.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("the waiter for 1 was granted %v after the release", time.Since(start))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter for 1 was not granted within 10 s of a release that freed the permit it needs (woken: only the waiter for 2 ahead of it?)")
 	}
 }
