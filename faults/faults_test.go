@@ -11,7 +11,7 @@
 // LATCHKIT_LONG=1 go test ./faults/ -args -report=../RELIABILITY.md writes
 // the table of RELIABILITY.md from a long-lane run. Plain go test (the fast
 // lane) runs each scenario once, through one driver, at a small size; the
-// long lane (LATCHKIT_LONG=1, see internal/lane) every driver, primitive and
+// long lane (LATCHKIT_LONG=1, see internal/testrig/lane) every driver, primitive and
 // seed at full size.
 package faults_test
 
@@ -40,11 +40,11 @@ import (
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/faultproxy"
-	"github.com/latchkit/latchkit/internal/lane"
-	"github.com/latchkit/latchkit/internal/leakcheck"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/faultproxy"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/leakcheck"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -65,6 +65,7 @@ type row struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	lane.Widen()
 	driverLog := redistest.LimitGoRedisLog(os.Stderr, 3)
 	start := time.Now()
 	stopWatch, watchDone := make(chan struct{}), make(chan struct{})

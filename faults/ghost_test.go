@@ -17,11 +17,11 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/cpuhog"
-	"github.com/latchkit/latchkit/internal/lane"
-	"github.com/latchkit/latchkit/internal/proc"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/cpuhog"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/proc"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -153,7 +153,9 @@ func ghostHolders(t *testing.T, srv *redistest.Server, name string) ([]string, e
 	}
 	var out []string
 	for _, x := range v.([]any) {
-		out = append(out, x.(string))
+		if m := x.(string); !strings.HasPrefix(m, "#") { // "#"+token: a holder's fence
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }
@@ -244,15 +246,15 @@ func ghostServerMs(t *testing.T, srv *redistest.Server) int64 {
 
 // ghostState says what the server holds of token: when it was granted
 // (by its expiry, relative to base, the server's ms at the round's
-// start), its fence, whether it is among the tokens that finished.
+// start), its fence, whether it is among the tokens given back.
 func ghostState(t *testing.T, srv *redistest.Server, name, token string, base int64) string {
 	keys := keyspace.SemLayout.KeysOf("latch:", name)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	exp, _ := srv.Do(ctx, "ZSCORE", keys[0], token)
-	fence, _ := srv.Do(ctx, "HGET", keys[2], token)
-	done, _ := srv.Do(ctx, "ZSCORE", keys[3], token)
+	fence, _ := srv.Do(ctx, "ZSCORE", keys[0], "#"+token)
+	done, _ := srv.Do(ctx, "ZSCORE", keys[1], token)
 	e, _ := strconv.ParseFloat(fmt.Sprint(exp), 64)
-	return fmt.Sprintf("granted (or re-granted) at %v by the server's clock, fence %v, finished %v",
+	return fmt.Sprintf("granted (or re-granted) at %v by the server's clock, fence %v, given back %v",
 		time.Duration(int64(e)-int64(linTTL/time.Millisecond)-base)*time.Millisecond, fence, done)
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/cpuhog"
-	"github.com/latchkit/latchkit/internal/faultproxy"
-	"github.com/latchkit/latchkit/internal/lane"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/cpuhog"
+	"github.com/latchkit/latchkit/internal/testrig/faultproxy"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 

@@ -10,11 +10,11 @@ import (
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/cpuhog"
-	"github.com/latchkit/latchkit/internal/faultproxy"
-	"github.com/latchkit/latchkit/internal/lane"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/cpuhog"
+	"github.com/latchkit/latchkit/internal/testrig/faultproxy"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -38,7 +38,7 @@ func busyGoroutines(t *testing.T, n int) {
 }
 
 // TestTimelyStarved runs every primitive, through every driver, in a
-// process starved of CPU: two busy processes (internal/cpuhog) on this
+// process starved of CPU: two busy processes (internal/testrig/cpuhog) on this
 // 2-core machine, and one busy goroutine in the process (one fewer than
 // GOMAXPROCS: the scheduler is late, not stopped). The holder's client is
 // partitioned (its connections black-holed) right after a grant (TTL 1 s),

@@ -39,9 +39,9 @@ import (
 	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
-	"github.com/latchkit/latchkit/internal/clienttest"
-	"github.com/latchkit/latchkit/internal/lane"
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -56,7 +56,7 @@ import (
 // (2,000 timers of 1-20 ms, lateness of the timer plus a goroutine hop):
 // idle, p99 1-16 ms and max 6-68 ms (the higher figures while other test
 // binaries were building and running); with two busy processes
-// (internal/cpuhog.Start(t, 2)), p99 4-14 ms and max 16-45 ms, once 242 ms
+// (internal/testrig/cpuhog.Start(t, 2)), p99 4-14 ms and max 16-45 ms, once 242 ms
 // while other builds ran; with two busy processes and one busy goroutine in
 // the process, p99 13-29 ms, max 46-74 ms. (With as many busy goroutines as
 // GOMAXPROCS the p99.9 reaches 0.4-1.4 s: no timer-based promise survives

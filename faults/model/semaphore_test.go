@@ -12,18 +12,18 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
 // semKind is a kind of semaphore under test: how to make one, and how to
-// read its holders (token -> expiry, server ms; live ones only) and its
-// stored limit out of Redis.
+// read its holders (token -> expiry, server ms; live ones only) and their
+// fences (token -> fence) and its stored limit out of Redis.
 type semKind struct {
 	name    string
 	new     func(cl *primitives.Client, name string, limit int, opts ...primitives.Option) (primitives.Semaphore, error)
 	layout  keyspace.Layout
-	holders func(r *rig, keys []string) map[string]int64
+	holders func(r *rig, keys []string) (exp, fences map[string]int64)
 	// exactHint: a refused Try's wait hint is the earliest holder's
 	// remaining time.
 	exactHint bool
@@ -34,26 +34,20 @@ type semKind struct {
 
 var semKinds = []semKind{
 	{name: "Semaphore", new: primitives.NewSemaphore, layout: keyspace.SemLayout, exactHint: true,
-		holders: func(r *rig, keys []string) map[string]int64 {
-			out := map[string]int64{}
-			ms, _ := r.m.ZMembers(keys[0])
-			for _, m := range ms {
-				if sc, _ := r.m.ZScore(keys[0], m); int64(sc) > r.now.UnixMilli() {
-					out[m] = int64(sc)
-				}
-			}
-			return out
+		holders: func(r *rig, keys []string) (exp, fences map[string]int64) {
+			return holdersIn(r.m, keys[0], r.now)
 		}},
 	{name: "FairSemaphore", new: primitives.NewFairSemaphore, layout: keyspace.FairLayout,
-		holders: func(r *rig, keys []string) map[string]int64 {
-			out := map[string]int64{}
-			hs, _ := r.m.HKeys(keys[4])
+		holders: func(r *rig, keys []string) (exp, fences map[string]int64) {
+			exp, fences = map[string]int64{}, map[string]int64{}
+			hs, _ := r.m.HKeys(keys[2])
 			for _, h := range hs {
 				if sc, err := r.m.ZScore(keys[1], h); err == nil && int64(sc) > r.now.UnixMilli() {
-					out[h] = int64(sc)
+					exp[h] = int64(sc)
 				}
+				fences[h], _ = strconv.ParseInt(r.m.HGet(keys[2], h), 10, 64)
 			}
-			return out
+			return exp, fences
 		},
 		waiting: fairWaitingIn},
 }
@@ -61,13 +55,14 @@ var semKinds = []semKind{
 // weightsKey is the index of the weights hash in each layout.
 func weightsKey(k semKind, keys []string) string {
 	if k.name == "Semaphore" {
-		return keys[5]
+		return keys[3]
 	}
-	return keys[8]
+	return keys[6]
 }
 
-// limitKey is the stored limit: the last key of both layouts.
-func limitKey(keys []string) string { return keys[len(keys)-1] }
+// limitKey is the stored limit: the last key both layouts pass their
+// scripts (the legacy ones follow).
+func limitKey(keys []string) string { return keys[len(keys)-3] }
 
 func warmSem(k semKind) func(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
 	return func(ctx context.Context, cl *primitives.Client, o []primitives.Option) error {
@@ -151,20 +146,28 @@ func testSemaphore(t *testing.T, k semKind) {
 			}
 			return "ErrNotAcquired"
 		}
+		// kept: a grant (also one given back because its reply came
+		// late) keeps the stored limit for the retention from now.
+		kept := func() {
+			if stored > 0 && r.now.Before(storedExp) {
+				storedExp = r.now.Add(retention)
+			}
+		}
 		granted := func(t *rapid.T, c, n int, l latchkit.Lease, what string) {
 			if l.Fence() <= fence {
 				fail(t, what+": fence not above the last", l.Fence(), fence)
 			}
 			fence = l.Fence()
 			ls.add(l, c, n, ttl)
-			if stored > 0 && r.now.Before(storedExp) {
-				storedExp = r.now.Add(retention) // a grant keeps the stored limit
-			}
+			kept()
 		}
 		// holders compares the holders in Redis with the model's live
-		// leases: the same tokens, expiries and weights.
+		// leases: the same tokens, fences, expiries and weights.
 		holders := func() string {
-			got := k.holders(r, keys)
+			got, fences := k.holders(r, keys)
+			if msg := fencesMatch(ls, fences, nil); msg != "" {
+				return msg
+			}
 			want := map[string]int64{}
 			for _, l := range ls.live() {
 				want[l.l.Token()] = l.exp.UnixMilli()
@@ -209,6 +212,11 @@ func testSemaphore(t *testing.T, k semKind) {
 				l, err = sems[c].TryAcquireN(ctx, n)
 			}
 			cancel()
+			if exp == "nil" && lateGrant(err, ttl) {
+				kept()
+				eventually(t, "after a grant that came back late", holders)
+				return
+			}
 			want(t, what, err, exp, n, effLimit(), used())
 			switch exp {
 			case "nil":
@@ -331,8 +339,9 @@ func testSemaphore(t *testing.T, k semKind) {
 			}
 			ls.touch()
 			pn.set("after")
-			if !recovered(func() { _, _ = sems[c].TryAcquire(context.Background()) }) {
-				fail(t, "the middleware did not panic")
+			var err error
+			if !recovered(func() { _, err = sems[c].TryAcquire(context.Background()) }) && !lateGrant(err, ttl) {
+				fail(t, "the middleware did not panic", err)
 			}
 			eventually(t, "after a middleware panicked on a grant", noStranger)
 			storedMaybe = true // the grant kept the stored limit, then was given back
@@ -357,7 +366,9 @@ func testSemaphore(t *testing.T, k semKind) {
 				fail(t, "a stored limit outlived its retention")
 			}
 			ls.checkKeys(t)
+			ls.checkIdle(t, limitKey(keys))
 		}
+		actions["TimePasses"] = ls.timePasses(ttl)
 		t.Repeat(actions)
 	})
 }

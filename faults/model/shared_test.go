@@ -19,7 +19,7 @@ import (
 func (r *rig) leaseSession(t *rapid.T) (prefix string, ttl time.Duration, ls *leases, pn *panicker, opts []primitives.Option) {
 	prefix = r.begin()
 	ttl = rapid.SampledFrom([]time.Duration{primitives.MinTTL, 50 * time.Millisecond, time.Second, 10 * time.Second}).Draw(t, "ttl")
-	ls = &leases{r: r, log: &lostLog{}, lastTouch: r.now, prefix: prefix, retriedReleaseExact: true}
+	ls = &leases{r: r, log: &lostLog{}, lastTouch: r.now, prefix: prefix}
 	pn = &panicker{}
 	opts = []primitives.Option{primitives.WithPrefix(prefix), primitives.WithTTL(ttl), primitives.WithAutoExtend(false),
 		primitives.WithRetention(retention), primitives.WithLogger(slog.New(ls.log)), primitives.WithMiddleware(pn.mw)}
