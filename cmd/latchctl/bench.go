@@ -42,8 +42,7 @@ type benchConfig struct {
 // in the repository (cd bench && go run .).
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := benchConfig{goroutines: 64, hold: time.Millisecond}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench", "[flags]", stderr)
 	fs.StringVar(&c.addr, "addr", "", "Redis address host:port (default: an embedded miniredis)")
 	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.DurationVar(&c.duration, "duration", 2*time.Second, "how long each row runs")
@@ -381,7 +380,8 @@ func contended(ctx context.Context, c benchConfig, newMutex func(*primitives.Cli
 }
 
 // cleanup deletes every key under prefix (SCAN, never KEYS): latchkit keeps
-// fence counters forever, and a benchmark must not leave its keys behind.
+// given-back tokens, fences kept while ahead and stored limits for a while,
+// and a benchmark must not leave its keys behind.
 func cleanup(ctx context.Context, do func(context.Context, ...string) (any, error), prefix string) (int, error) {
 	deleted, cursor := 0, "0"
 	for {

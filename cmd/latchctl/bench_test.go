@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 // On the embedded server, through every driver, bench prints the S1, S2
@@ -58,7 +58,8 @@ func checkBenchRows(t *testing.T, out string) {
 }
 
 // Against a real redis-server the rows carry the server's counts too, and
-// the benchmark leaves no key behind (latchkit keeps fence counters).
+// the benchmark leaves no key behind (latchkit keeps given-back tokens and
+// fences kept while ahead for a while).
 func TestBenchRedisServer(t *testing.T) {
 	s := redistest.Start(t)
 	var out, errb bytes.Buffer

@@ -30,6 +30,12 @@ type demoConfig struct {
 	duration                time.Duration
 	seed                    uint64
 	json                    bool
+	metricsAddr             string // -metrics-addr: serve Prometheus metrics (demo_telemetry.go)
+	otlp                    string // -otlp: send traces over OTLP/HTTP
+	linger                  time.Duration
+
+	// tracing, when set, is put outermost in every primitive's middleware.
+	tracing *demoTelemetry
 
 	// unlocked is a fault for tests: buy without the item's and the
 	// accounts' locks, to show that the checks catch what the locks
@@ -46,8 +52,7 @@ type demoConfig struct {
 // books are checked and any violation is an error.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c demoConfig
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", "[flags]", stderr)
 	fs.StringVar(&c.addr, "addr", "", "Redis address host:port (default: an embedded miniredis)")
 	fs.StringVar(&c.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.IntVar(&c.traders, "traders", 32, "concurrent traders")
@@ -57,6 +62,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "how long to trade")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve the latchkit.* metrics (middleware.Tracing, OpenTelemetry Prometheus exporter) at http://ADDR/metrics, e.g. localhost:9464")
+	fs.StringVar(&c.otlp, "otlp", "", "send traces over OTLP/HTTP to this URL, e.g. http://localhost:4318")
+	fs.DurationVar(&c.linger, "linger", 0, "with -metrics-addr: keep serving metrics this long after trading ends (for a last scrape)")
 	c.verboseFlag(fs, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -67,9 +75,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	case c.traders < 2 || c.clients < 1 || c.items < 1 || c.checkout < 1 || c.duration <= 0:
-		return fmt.Errorf("%w: -traders must be at least 2, -clients, -items and -checkout at least 1, -duration positive", errUsage)
+	case c.traders < 2 || c.clients < 1 || c.items < 1 || c.checkout < 1 || c.duration <= 0 || c.linger < 0:
+		return fmt.Errorf("%w: -traders must be at least 2, -clients, -items and -checkout at least 1, -duration positive, -linger not negative", errUsage)
 	}
+	tel, err := startTelemetry(ctx, c, stderr)
+	if err != nil {
+		return err
+	}
+	c.tracing = tel
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if terr := tel.close(sctx); terr != nil {
+			fmt.Fprintln(stderr, "latchctl demo: telemetry:", terr)
+		}
+	}()
 	rep, err := demo(ctx, c)
 	if err != nil {
 		return err
@@ -83,10 +103,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else {
 		rep.print(stdout)
 	}
+	if tel != nil && c.metricsAddr != "" && c.linger > 0 {
+		_ = sleepCtx(ctx, c.linger) // Ctrl-C ends it
+	}
 	if len(rep.Violations) > 0 {
 		return fmt.Errorf("%d invariant violations", len(rep.Violations))
 	}
 	return nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // report is what the demo found.
@@ -192,7 +227,7 @@ func demo(ctx context.Context, cfg demoConfig) (rep *report, err error) {
 			return nil, err
 		}
 		closers = append(closers, closeFn)
-		cl, err := primitives.NewClient(b)
+		cl, err := primitives.NewClient(b, primitives.WithClientName(fmt.Sprintf("demo-client-%d", i)))
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +280,11 @@ func collect(c chan error) []error {
 func (m *market) key(parts ...string) string { return m.p + strings.Join(parts, ":") }
 
 func (m *market) opts() []primitives.Option {
-	return []primitives.Option{primitives.WithPrefix(m.p + "lock:"), primitives.WithTTL(5 * time.Second)}
+	opts := []primitives.Option{primitives.WithPrefix(m.p + "lock:"), primitives.WithTTL(5 * time.Second)}
+	if m.cfg.tracing != nil {
+		opts = append(opts, primitives.WithMiddleware(m.cfg.tracing.mw))
+	}
+	return opts
 }
 
 // setup gives every user funds and deals the items out, half of them

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/redistest"
+	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 
 func smallDemo(driver string) demoConfig {

@@ -4,8 +4,8 @@ package main
 // release, delete) a primitive's keys directly, in the layouts the scripts
 // of package primitives document:
 //
-//	latchctl inspect NAME [-kind KIND] [-addr host:port] [-prefix latch:]
-//	latchctl list [-prefix latch:] [-addr host:port]
+//	latchctl inspect NAME [-kind KIND] [-layout SPEC] [-addr host:port] [-prefix latch:]
+//	latchctl list [-prefix latch:] [-layout SPEC] [-addr host:port]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port] [-prefix latch:]
 //
 // KIND is mutex, rwlock, semaphore, fair_semaphore, election or latch:
@@ -24,10 +24,16 @@ package main
 // to), whether it is open, the time its key has left and how many
 // count-down and set calls it has recorded (their ids, kept to recognize a
 // resent call). It reads everything in one script, so the picture is
-// consistent. list finds primitives by SCAN (never KEYS). release deletes
+// consistent. list finds names by SCAN (never KEYS) and prints each
+// primitive's state as inspect shows it (view.state). release deletes
 // a stuck primitive's keys and wakes its waiters, in one script; it keeps
-// the fence counter, so that fences never repeat or go backwards. A
-// released latch is open: its waiters return.
+// the highest fence beside the finished (or given-back) tokens, so that
+// fences never repeat or go backwards. A released latch is open: its
+// waiters return.
+//
+// A primitive written on package kit is shown when its layout is given
+// (-layout KIND:KEY=SUFFIX/TYPE,...): each of its keys as it is, and the
+// Client of every member or field that is a token (userlayout.go).
 //
 // They connect to one server (-addr, default localhost:6379); on a Redis
 // Cluster, list sees only the keys of the node it reaches.
@@ -42,6 +48,7 @@ import (
 	"fmt"
 	"github.com/latchkit/latchkit/internal/keyspace"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,19 +67,34 @@ type kind struct {
 	name    string   // latchctl's name of it, in -kind and output: a latchkit.Kind (see layoutNames)
 	aliases []string // the other -kind values it answers to
 	sub     string   // after the base: "", ":rw", ":sem", ":fair", ":latch"
-	fenced  bool     // it has a fence counter (sub+":fence"); a latch, and the Mutex layout, have none
-	// lockFence: its lock's value is "token fence" (the Mutex layout), and
-	// the fence outlives it beside the finished tokens (sub+":gone",
-	// member "#") while it may be ahead of the server's clock.
+	// lockFence: its lock's value is "token fence[ flags]" (the Mutex
+	// layout), or a free marker keeping the name's last fence for a while
+	// (see keyspace.ParseLock).
 	lockFence bool
-	keys      []keySpec // every key but the fence counter
+	// heldFences are the suffixes (after sub) of the keys that hold the
+	// holders' fences (a Semaphore's, RWLock's and FairSemaphore's: see
+	// keyspace.LayoutKey.HeldFences), and givenBack the suffix of the
+	// zset where the fence outlives them (member "#") while it may be
+	// ahead of the server's clock; none for the other kinds.
+	heldFences []string
+	givenBack  string
+	keys       []keySpec // every key, in the layout's order
 	// memory are the suffixes (after sub) of the keys that outlive the
 	// leases for a while: a name with no other key is remembered, not held.
 	memory map[string]bool
 	// head is what inspect's first line says after the name: the fence
 	// counter, a latch's count.
 	head func(k func(suffix string) keyState) string
-	show func(w io.Writer, now int64, k func(suffix string) keyState)
+	// status is the kind's own word for its state (see view.state),
+	// given that it has a key besides its memory: "held" or "free", a
+	// latch's "open" or "closed".
+	status func(k func(suffix string) keyState) string
+	// show prints the holders and waiters, and the state when there is
+	// no holder.
+	show func(w io.Writer, now int64, state string, k func(suffix string) keyState, who clients)
+	// people are its holders (with their fences) and waiters, for list
+	// and top (holders.go).
+	people func(k func(suffix string) keyState) ([]holder, []string)
 }
 
 // keySpec is one key of a kind: its suffix after sub, its Redis type, and
@@ -87,12 +109,18 @@ type keySpec struct {
 // name of a MultiLock and of a Redlock on each instance; a FairMutex is a
 // FairSemaphore of one permit.
 var kinds = func() []kind {
-	show := map[string]func(io.Writer, int64, func(string) keyState){
+	show := map[string]func(io.Writer, int64, string, func(string) keyState, clients){
 		"mutex": showMutex, "rw": showRW, "sem": showSem, "fairsem": showFair, "election": showElection, "latch": showLatch,
+	}
+	status := map[string]func(func(string) keyState) string{
+		"mutex": mutexStatus, "rw": rwStatus, "sem": semStatus, "fairsem": fairStatus, "election": mutexStatus, "latch": latchStatus,
+	}
+	people := map[string]func(func(string) keyState) ([]holder, []string){
+		"mutex": mutexPeople, "rw": rwPeople, "sem": semPeople, "fairsem": fairPeople, "election": mutexPeople, "latch": noPeople,
 	}
 	var ks []kind
 	for _, l := range keyspace.Layouts() {
-		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind], head: fenceHead}
+		k := kind{name: l.Kind, sub: l.Sub, show: show[l.Kind], status: status[l.Kind], people: people[l.Kind]}
 		if n, ok := layoutNames[l.Kind]; ok {
 			k.name, k.aliases = n.name, n.aliases
 		}
@@ -104,14 +132,19 @@ var kinds = func() []kind {
 			if lk.LockFence {
 				k.lockFence, k.head = true, lockFenceHead
 			}
-			if lk.Fence {
-				k.fenced = true
-			} else {
-				k.keys = append(k.keys, keySpec{lk.Suffix, lk.Type, lk.Setting})
+			if lk.HeldFences {
+				k.heldFences = append(k.heldFences, lk.Suffix)
 			}
+			if lk.GivenBack {
+				k.givenBack = lk.Suffix
+			}
+			k.keys = append(k.keys, keySpec{lk.Suffix, lk.Type, lk.Setting})
 		}
-		if l.Kind == "latch" {
+		switch {
+		case l.Kind == "latch":
 			k.head = latchHead
+		case k.heldFences != nil:
+			k.head = k.heldFenceHead
 		}
 		ks = append(ks, k)
 	}
@@ -120,7 +153,7 @@ var kinds = func() []kind {
 
 // layoutNames maps the Kind of a keyspace.Layout to latchctl's name of
 // it, the latchkit.Kind of the primitives it holds as spans, metrics and
-// logs name them (one vocabulary: issue 30), and the other -kind values it
+// logs name them (one vocabulary), and the other -kind values it
 // takes: the latchkit.Kinds whose keys the layout also holds, and the
 // layout's own name (what latchctl took and printed before). An RWLock's
 // readers and writer are two latchkit.Kinds in one layout: rwlock.
@@ -161,10 +194,10 @@ var kindNames = func() string {
 }()
 
 // kindByName is the kind a -kind value names: its name or an alias.
-func kindByName(s string) (*kind, error) {
-	for i := range kinds {
-		if kinds[i].name == s || slices.Contains(kinds[i].aliases, s) {
-			return &kinds[i], nil
+func kindByName(ks []kind, s string) (*kind, error) {
+	for i := range ks {
+		if ks[i].name == s || slices.Contains(ks[i].aliases, s) {
+			return &ks[i], nil
 		}
 	}
 	return nil, fmt.Errorf("%w: -kind %q: want %s", errUsage, s, kindNames)
@@ -172,11 +205,8 @@ func kindByName(s string) (*kind, error) {
 
 // kindOfSuffix returns the kind a key's suffix (after its KeyBase) belongs
 // to, or nil for a key no primitive makes.
-func kindOfSuffix(suffix string) *kind {
+func kindOfSuffix(kinds []kind, suffix string) *kind {
 	for i, k := range kinds {
-		if k.fenced && suffix == k.sub+":fence" {
-			return &kinds[i]
-		}
 		for _, ks := range k.keys {
 			if suffix == k.sub+ks.suffix {
 				return &kinds[i]
@@ -186,24 +216,13 @@ func kindOfSuffix(suffix string) *kind {
 	return nil
 }
 
-// fenceKey is the fence counter, which release never deletes (a kind
-// that is not fenced has none).
-func (k *kind) fenceKey(base string) string { return base + k.sub + ":fence" }
-
 // channel is where the primitive's waiters listen for releases.
 func (k *kind) channel(base string) string { return base + k.sub + ":rel" }
 
-// specs are the kind's keys as allKeys lists them: the fence counter
-// first, when it has one.
-func (k *kind) specs() []keySpec {
-	if !k.fenced {
-		return k.keys
-	}
-	return append([]keySpec{{":fence", "string", false}}, k.keys...)
-}
+// specs are the kind's keys, in its layout's order.
+func (k *kind) specs() []keySpec { return k.keys }
 
-// allKeys is the fence counter (when the kind has one) followed by the
-// other keys.
+// allKeys are the kind's keys under base.
 func (k *kind) allKeys(base string) []string {
 	var keys []string
 	for _, ks := range k.specs() {
@@ -212,8 +231,8 @@ func (k *kind) allKeys(base string) []string {
 	return keys
 }
 
-// releaseKeys is allKeys without the settings (a stored limit): the fence
-// counter, when the kind has one, then the keys a forced release deletes.
+// releaseKeys is allKeys without the settings (a stored limit): the keys a
+// forced release deletes (or, the finished tokens, keeps).
 func (k *kind) releaseKeys(base string) []string {
 	var keys []string
 	for _, ks := range k.specs() {
@@ -243,6 +262,30 @@ type keyState struct {
 	val  string            // a string's value
 	zset []member          // a sorted set's members, by score
 	hash map[string]string // a hash's fields
+	now  int64             // the server's time of the snapshot, ms
+}
+
+// mutexLock reads s as a Mutex-layout lock key: what its value says, and
+// its holder at the snapshot's time ("" when it is free: absent, a free
+// marker, or a hold past its logical end).
+func (s keyState) mutexLock() (keyspace.Lock, string) {
+	if s.typ != "string" {
+		return keyspace.Lock{}, ""
+	}
+	l := keyspace.ParseLock(s.val)
+	return l, l.HeldAt(s.now)
+}
+
+// holdLeft is how long the holder of the Mutex-layout lock s holds it
+// for: the hold's logical end, or the key's expiry.
+func (s keyState) holdLeft(l keyspace.Lock) string {
+	switch {
+	case l.Until != 0:
+		return ttlField(l.Until - s.now)
+	case s.pttl >= 0:
+		return ttlField(s.pttl)
+	}
+	return "ttl=none"
 }
 
 type member struct {
@@ -297,7 +340,7 @@ func snapshot(ctx context.Context, b backend.Backend, keys []string) (int64, map
 				return bad()
 			}
 		}
-		st := keyState{typ: typ, pttl: pttl}
+		st := keyState{typ: typ, pttl: pttl, now: now}
 		switch {
 		case typ == "string" && len(s) == 1:
 			st.val = s[0]
@@ -320,6 +363,100 @@ func snapshot(ctx context.Context, b backend.Backend, keys []string) (int64, map
 	return now, states, nil
 }
 
+// view is every kind's keys under one name, read in one script (they
+// share the name's hash tag), and the server's time then.
+type view struct {
+	base   string
+	now    int64
+	states map[string]keyState
+}
+
+// readView reads the keys of every kind of ks (kinds, and those -layout
+// adds) under the name whose keys begin with base.
+func readView(ctx context.Context, b backend.Backend, base string, ks []kind) (view, error) {
+	var keys []string
+	for i := range ks {
+		keys = append(keys, ks[i].allKeys(base)...)
+	}
+	now, states, err := snapshot(ctx, b, keys)
+	return view{base, now, states}, err
+}
+
+// of returns kind k's keys in v, by their suffix after k.sub.
+func (v view) of(k *kind) func(suffix string) keyState {
+	return func(suffix string) keyState { return v.states[v.base+k.sub+suffix] }
+}
+
+// state is the one word for the state of kind k under v's name, the word
+// list prints and inspect shows: "" when the name has no key of the kind;
+// "remembered" when only the keys that outlive the leases are left (the
+// finished tokens, fences, a stored limit), and expire; else the kind's
+// own word: "held" (a holder, reader, writer or leader) or "free" (keys
+// but no holder: waiters), and for a latch "open" (count 0) or "closed".
+func (v view) state(k *kind) string {
+	get, any, live := v.of(k), false, false
+	for _, ks := range k.specs() {
+		if st := get(ks.suffix); st.exists() {
+			any = true
+			if ks.suffix == "" && k.lockFence {
+				// A Mutex-layout lock key is a free marker (memory)
+				// once released, until it expires.
+				_, holder := st.mutexLock()
+				live = live || holder != ""
+			} else {
+				live = live || !k.memory[ks.suffix]
+			}
+		}
+	}
+	switch {
+	case !any:
+		return ""
+	case !live:
+		return "remembered"
+	}
+	return k.status(get)
+}
+
+// heldOrFree is "held" when there is a holder, else "free".
+func heldOrFree(held bool) string {
+	if held {
+		return "held"
+	}
+	return "free"
+}
+
+// mutexStatus: a Mutex (or an Election) is held while its lock key has a
+// holder.
+func mutexStatus(k func(string) keyState) string {
+	_, holder := k("").mutexLock()
+	return heldOrFree(holder != "")
+}
+
+// rwStatus: an RWLock is held by its writer or its readers.
+func rwStatus(k func(string) keyState) string {
+	readers, _ := holdersOf(k(":readers"), 0)
+	return heldOrFree(k(":writer").typ == "string" || len(readers.zset) > 0)
+}
+
+// semStatus: a Semaphore is held while its set of holders has a holder.
+func semStatus(k func(string) keyState) string {
+	holders, _ := holdersOf(k(""), 0)
+	return heldOrFree(len(holders.zset) > 0)
+}
+
+// fairStatus: a FairSemaphore is held while a ticket holds (the holders
+// hash); the others in the queue wait.
+func fairStatus(k func(string) keyState) string { return heldOrFree(len(k(":holders").hash) > 0) }
+
+// latchStatus: a latch is closed while its count is above zero, else open
+// (as Wait and Count read it: a missing count is 0).
+func latchStatus(k func(string) keyState) string {
+	if c := k("").hash["count"]; c != "" && c != "0" {
+		return "closed"
+	}
+	return "open"
+}
+
 // toolFlags are the flags inspect, list and release share.
 type toolFlags struct {
 	target
@@ -328,12 +465,7 @@ type toolFlags struct {
 
 // flagSet makes the command's flag set with -addr, -driver and -prefix.
 func (o *toolFlags) flagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: latchctl %s %s\n", name, synopsis)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(name, synopsis, stderr)
 	fs.StringVar(&o.addr, "addr", "localhost:6379", "Redis address host:port")
 	fs.StringVar(&o.driver, "driver", "goredis", "driver: goredis, rueidis, valkey or redigo")
 	fs.StringVar(&o.prefix, "prefix", keyspace.DefaultPrefix, "key prefix of the primitives (primitives.WithPrefix)")
@@ -411,81 +543,180 @@ func (o *toolFlags) connect(ctx context.Context, f func(backend.Backend, func(co
 
 // runInspect is `latchctl inspect`: who holds a primitive, read in one
 // script. Without -kind it shows every kind of primitive that has keys
-// under NAME.
+// under NAME, and fails when there is none; with -kind it shows that
+// kind, and fails, saying what NAME does hold, when NAME has no key of
+// it.
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
 	fs := o.flagSet("inspect", "NAME [-kind "+kindSynopsis+"] [flags]", stderr)
 	kindFlag := fs.String("kind", "", "the kind: "+kindHelp+" (default: every kind with keys under NAME)")
+	var layouts layoutFlags
+	fs.Var(&layouts, "layout", layoutHelp)
 	name, err := o.parse(fs, args, true)
 	if err != nil {
 		return err
 	}
-	show := kinds
+	kinds, err := layouts.kinds()
+	if err != nil {
+		return err
+	}
+	var want *kind
 	if *kindFlag != "" {
-		k, err := kindByName(*kindFlag)
-		if err != nil {
+		if want, err = kindByName(kinds, *kindFlag); err != nil {
 			return err
 		}
-		show = []kind{*k}
 	}
 	base := keyspace.KeyBase(o.prefix, name)
-	var keys []string
-	for _, k := range show {
-		keys = append(keys, k.allKeys(base)...)
-	}
-	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
-		now, states, err := snapshot(ctx, b, keys)
+	return o.connect(ctx, func(b backend.Backend, do func(context.Context, ...string) (any, error)) error {
+		v, err := readView(ctx, b, base, kinds)
 		if err != nil {
 			return fmt.Errorf("inspect %s: %w", printable(name), err)
 		}
-		found := false
-		for _, k := range show {
-			all := k.allKeys(base)
-			if *kindFlag == "" && !slices.ContainsFunc(all, func(key string) bool { return states[key].exists() }) {
+		who := clients{}
+		if err := who.lookup(ctx, do, o.prefix, v.tokens()); err != nil {
+			return fmt.Errorf("inspect %s: %w", printable(name), err)
+		}
+		var held []string // the kinds with keys under name
+		for i := range kinds {
+			if v.state(&kinds[i]) != "" {
+				held = append(held, kinds[i].name)
+			}
+		}
+		switch {
+		case want == nil && len(held) == 0:
+			return fmt.Errorf("no primitive named %s under prefix %q (try -prefix or latchctl list)", printable(name), o.prefix)
+		case want != nil && v.state(want) == "":
+			return fmt.Errorf("no %s named %s under prefix %q: %s", want.name, printable(name), o.prefix, holding(want, held))
+		}
+		for i := range kinds {
+			k := &kinds[i]
+			state := v.state(k)
+			if want != nil && k != want || state == "" {
 				continue
 			}
-			found = true
-			get := func(suffix string) keyState { return states[base+k.sub+suffix] }
+			get := v.of(k)
 			fmt.Fprintf(stdout, "%s %s: %s\n", k.name, printable(name), k.head(get))
-			for i, ks := range k.specs() {
-				if st := states[all[i]]; st.exists() && st.typ != ks.typ {
-					fmt.Fprintf(stdout, "  warning: %s is a %s, not a %s: the primitive fails until it is fixed\n", printable(all[i]), st.typ, ks.typ)
+			for _, ks := range k.specs() {
+				if st := get(ks.suffix); st.exists() && st.typ != ks.typ {
+					fmt.Fprintf(stdout, "  warning: %s is a %s, not a %s: the primitive fails until it is fixed\n", printable(base+k.sub+ks.suffix), st.typ, ks.typ)
 				}
 			}
-			k.show(stdout, now, get)
-		}
-		if !found {
-			return fmt.Errorf("no primitive named %s under prefix %q (try -kind, -prefix or latchctl list)", printable(name), o.prefix)
+			k.show(stdout, v.now, state, get, who)
 		}
 		return nil
 	})
 }
 
-// fenceHead is the head of a fenced kind: its fence counter.
-func fenceHead(k func(string) keyState) string {
-	if fence := k(":fence"); fence.exists() {
-		return "fence counter " + fence.val
+// holding says what a name that has no key of kind want holds instead:
+// the kinds with keys under it, held.
+func holding(want *kind, held []string) string {
+	var s string
+	switch len(held) {
+	case 0:
+		s = "nothing is under it (try -prefix or latchctl list)"
+	case 1:
+		s = "it holds " + article(held[0]) + " (try -kind " + held[0] + ")"
+	default:
+		for i, h := range held {
+			held[i] = article(h)
+		}
+		s = "it holds " + strings.Join(held[:len(held)-1], ", ") + " and " + held[len(held)-1]
 	}
-	return "fence counter none"
+	if want.name == string(latchkit.KindLatch) {
+		s += "; a latch never set, or expired, is open"
+	}
+	return s
 }
 
-// lockFenceHead is the head of a kind whose lock holds its fence (the
-// Mutex layout): the holder's fence, or the one kept beside the finished
-// tokens while it may be ahead of the clock, or none.
-func lockFenceHead(k func(string) keyState) string {
-	if lock := k(""); lock.typ == "string" {
-		if _, f := splitLock(lock.val); f != "" {
-			return "fence " + f + " (the holder's)"
-		}
+// article puts "a" or "an" before a kind's name, as it is read ("an
+// rwlock": an R-W lock).
+func article(kind string) string {
+	if strings.IndexByte("aeiour", kind[0]) >= 0 {
+		return "an " + kind
 	}
-	if f, ok := k(":gone").score("#"); ok {
+	return "a " + kind
+}
+
+// heldFenceHead is the head of a kind whose holders keep their fences
+// (see kind.heldFences): the highest fence held, or the one kept beside
+// the given-back tokens while it may be ahead of the clock, or none.
+func (k *kind) heldFenceHead(get func(string) keyState) string {
+	var held int64
+	for _, suffix := range k.heldFences {
+		held = max(held, highestFence(get(suffix)))
+	}
+	if held > 0 {
+		return fmt.Sprintf("fence %d (the highest held)", held)
+	}
+	if f, ok := get(k.givenBack).score("#"); ok {
 		return fmt.Sprintf("fence %d (kept: it may be ahead of the server's clock)", f)
 	}
 	return "fence none kept (the next grant's is the server's clock in µs)"
 }
 
-// splitLock splits a Mutex lock's value into the holder's token and its
-// fence ("" for a value of latchkit 0.x, the token alone).
+// highestFence is the highest fence a key of holders keeps (see
+// keyspace.LayoutKey.HeldFences), or 0.
+func highestFence(st keyState) int64 {
+	var top int64
+	switch st.typ {
+	case "zset":
+		for _, m := range st.zset {
+			if strings.HasPrefix(m.token, "#") {
+				top = max(top, m.score)
+			}
+		}
+	case "hash":
+		for _, f := range st.hash {
+			n, _ := strconv.ParseInt(f, 10, 64)
+			top = max(top, n)
+		}
+	case "string":
+		_, f := splitLock(st.val)
+		n, _ := strconv.ParseInt(f, 10, 64)
+		top = n
+	}
+	return top
+}
+
+// holdersOf splits a zset of holders (a Semaphore's, an RWLock's readers)
+// read at now (server ms) into the holders (token -> expiry, server ms)
+// and their fences. In the spread form a holder's token is scored by its
+// expiry and its member "#"+token by its fence; a lone holder's token is
+// scored by its fence, and the key's expiry is its own.
+func holdersOf(st keyState, now int64) (holders keyState, fences map[string]string) {
+	holders, fences = st, map[string]string{}
+	holders.zset = nil
+	for _, m := range st.zset {
+		switch tok, ok := strings.CutPrefix(m.token, "#"); {
+		case ok:
+			fences[tok] = strconv.FormatInt(m.score, 10)
+		case m.score >= 1e14 && len(st.zset) == 1: // lone
+			fences[m.token] = strconv.FormatInt(m.score, 10)
+			holders.zset = append(holders.zset, member{m.token, now + st.pttl})
+		default:
+			holders.zset = append(holders.zset, m)
+		}
+	}
+	return holders, fences
+}
+
+// lockFenceHead is the head of a kind whose lock holds its fence (the
+// Mutex layout): the holder's fence, or the one a free marker keeps for a
+// while, or none.
+func lockFenceHead(k func(string) keyState) string {
+	l, holder := k("").mutexLock()
+	switch {
+	case l.Fence == 0:
+	case holder != "":
+		return fmt.Sprintf("fence %d (the holder's)", l.Fence)
+	default:
+		return fmt.Sprintf("fence %d (kept by the free lock key until the next grant, or the server's clock passes it)", l.Fence)
+	}
+	return "fence none kept (the next grant's is the server's clock in µs)"
+}
+
+// splitLock splits an RWLock's writer value, "token fence", into its
+// token and fence (empty for a bare token).
 func splitLock(v string) (token, fence string) {
 	token, fence, _ = strings.Cut(v, " ")
 	return token, fence
@@ -508,15 +739,11 @@ func latchHead(k func(string) keyState) string {
 // how many count-down and set calls it has recorded (the ids of this
 // round's calls, and for a minute after a re-arming those of the round
 // before: a resent copy of any of them is recognized).
-func showLatch(w io.Writer, _ int64, k func(string) keyState) {
+func showLatch(w io.Writer, _ int64, state string, k func(string) keyState, _ clients) {
 	st := k("")
 	if st.typ != "hash" {
-		fmt.Fprintln(w, "  open")
+		fmt.Fprintln(w, " ", state)
 		return
-	}
-	state := "closed"
-	if st.hash["count"] == "0" {
-		state = "open"
 	}
 	ttl := "ttl=none"
 	if st.pttl >= 0 {
@@ -538,45 +765,37 @@ func showLatch(w io.Writer, _ int64, k func(string) keyState) {
 // value, its TTL the lock key's), then its queued waiters in
 // arrival order (their TTL is how long their place outlives their last
 // attempt).
-func showMutex(w io.Writer, now int64, k func(string) keyState) {
+func showMutex(w io.Writer, now int64, state string, k func(string) keyState, who clients) {
 	lock, queue, alive := k(""), k(":q"), k(":qlive")
-	if lock.typ == "string" {
-		ttl := "ttl=none"
-		if lock.pttl >= 0 {
-			ttl = ttlField(lock.pttl)
-		}
-		token, fence := splitLock(lock.val)
-		line(w, "holder", token, fenceField(fence), ttl, traceField(k(":who").val))
+	if l, holder := lock.mutexLock(); holder != "" {
+		fence := strconv.FormatInt(l.Fence, 10)
+		line(w, "holder", holder, fenceField(fence), lock.holdLeft(l), traceField(k(":who").val), who.field(holder), sinceField(now, fence))
 	} else {
-		fmt.Fprintln(w, "  free")
+		fmt.Fprintln(w, " ", state)
 	}
 	for _, m := range queue.zset {
 		ttl := "ttl=?"
 		if exp, ok := alive.score(m.token); ok {
 			ttl = ttlField(exp - now)
 		}
-		line(w, "waiting", m.token, ttl)
+		line(w, "waiting", m.token, ttl, who.field(m.token))
 	}
 }
 
 // showElection shows an Election's leader (its value, fence and TTL, and
 // the holder's token prefix), then the campaigners waiting in arrival
 // order with the values they campaign with.
-func showElection(w io.Writer, now int64, k func(string) keyState) {
+func showElection(w io.Writer, now int64, state string, k func(string) keyState, who clients) {
 	lock, seat, cand := k(""), k(":seat"), k(":cand").hash
-	if lock.typ == "string" {
-		ttl := "ttl=none"
-		if lock.pttl >= 0 {
-			ttl = ttlField(lock.pttl)
-		}
+	if l, holder := lock.mutexLock(); holder != "" {
 		value := "value=(handed over, not yet confirmed)"
 		if v, ok := seat.hash["v"]; ok {
 			value = "value=" + printable(v)
 		}
-		token, _ := splitLock(lock.val)
-		line(w, "leader", token, value, fenceField(seat.hash["f"]), ttl, traceField(k(":who").val))
+		fence := strconv.FormatInt(l.Fence, 10)
+		line(w, "leader", holder, value, fenceField(seat.hash["f"]), lock.holdLeft(l), traceField(k(":who").val), who.field(holder), sinceField(now, fence))
 	} else {
-		fmt.Fprintln(w, "  no leader")
+		fmt.Fprintf(w, "  %s: no leader\n", state)
 	}
 	alive := k(":qlive")
 	for _, m := range k(":q").zset {
@@ -588,41 +807,47 @@ func showElection(w io.Writer, now int64, k func(string) keyState) {
 		if v, ok := cand[m.token]; ok {
 			value = "value=" + printable(v)
 		}
-		line(w, "waiting", m.token, value, ttl)
+		line(w, "waiting", m.token, value, ttl, who.field(m.token))
 	}
 }
 
 // showRW shows an RWLock's writer, its readers by fence and its waiting
 // writers' intents (with the time each intent has left).
-func showRW(w io.Writer, now int64, k func(string) keyState) {
-	writer, readers, waiting := k(":writer"), k(":readers"), k(":waiting")
-	fences, who := k(":fences").hash, k(":who").hash
+func showRW(w io.Writer, now int64, state string, k func(string) keyState, who clients) {
+	writer, waiting := k(":writer"), k(":waiting")
+	readers, fences := holdersOf(k(":readers"), now)
+	notes := k(":who").hash
+	if state != "held" {
+		fmt.Fprintln(w, " ", state)
+	}
 	if writer.typ == "string" {
 		ttl := "ttl=none"
 		if writer.pttl >= 0 {
 			ttl = ttlField(writer.pttl)
 		}
-		line(w, "writer", writer.val, fenceField(fences[writer.val]), ttl, traceField(who[writer.val]))
+		token, fence := splitLock(writer.val)
+		line(w, "writer", token, fenceField(fence), ttl, traceField(notes[token]), who.field(token), sinceField(now, fence))
 	}
-	showHolders(w, now, "reader", readers, fences, who, nil)
+	showHolders(w, now, "reader", readers, fences, notes, nil, who)
 	intents := slices.Clone(waiting.zset)
 	slices.SortFunc(intents, func(a, b member) int { return strings.Compare(a.token, b.token) })
 	for _, m := range intents {
-		line(w, "waiting", m.token, ttlField(m.score-now))
-	}
-	if writer.typ != "string" && len(readers.zset) == 0 && len(intents) == 0 {
-		fmt.Fprintln(w, "  free")
+		line(w, "waiting", m.token, ttlField(m.score-now), who.field(m.token))
 	}
 }
 
 // showSem shows a Semaphore's stored limit, then its holders by fence with
-// the permits each holds.
-func showSem(w io.Writer, now int64, k func(string) keyState) {
+// the permits each holds, then the waiters' marks.
+func showSem(w io.Writer, now int64, state string, k func(string) keyState, who clients) {
 	showLimit(w, k(":limit"))
-	holders, weights := k(""), k(":weights").hash
-	showHolders(w, now, "holder", holders, k(":fences").hash, k(":who").hash, weights)
-	if len(holders.zset) == 0 {
-		fmt.Fprintln(w, "  free")
+	holders, fences := holdersOf(k(""), now)
+	weights := k(":weights").hash
+	if state != "held" {
+		fmt.Fprintln(w, " ", state)
+	}
+	showHolders(w, now, "holder", holders, fences, k(":who").hash, weights, who)
+	if exp, err := strconv.ParseInt(weights["!"], 10, 64); err == nil && exp > now {
+		fmt.Fprintf(w, "  waiters wait (mark %s): releases wake them\n", ttlField(exp-now))
 	}
 	if exp, err := strconv.ParseInt(weights["~"], 10, 64); err == nil && exp > now {
 		fmt.Fprintf(w, "  a waiter for several permits waits (mark %s): releases wake every waiter\n", ttlField(exp-now))
@@ -653,7 +878,7 @@ func permitsField(weights map[string]string, token string) string {
 
 // showHolders shows the members of a sorted set of holders (token ->
 // expiry in server ms), by fence, then token.
-func showHolders(w io.Writer, now int64, role string, holders keyState, fences, who, weights map[string]string) {
+func showHolders(w io.Writer, now int64, role string, holders keyState, fences, notes, weights map[string]string, who clients) {
 	ms := slices.Clone(holders.zset)
 	fence := func(m member) int64 {
 		f, err := strconv.ParseInt(fences[m.token], 10, 64)
@@ -666,17 +891,21 @@ func showHolders(w io.Writer, now int64, role string, holders keyState, fences, 
 		return cmp.Or(cmp.Compare(fence(a), fence(b)), strings.Compare(a.token, b.token))
 	})
 	for _, m := range ms {
-		line(w, role, m.token, fenceField(fences[m.token]), permitsField(weights, m.token), ttlField(m.score-now), traceField(who[m.token]))
+		line(w, role, m.token, fenceField(fences[m.token]), permitsField(weights, m.token), ttlField(m.score-now), traceField(notes[m.token]),
+			who.field(m.token), sinceField(now, fences[m.token]))
 	}
 }
 
 // showFair shows a FairSemaphore's queue in ticket order: the tickets in
 // the holders hash hold, the others wait (their TTL is how long their place
 // outlives their last attempt).
-func showFair(w io.Writer, now int64, k func(string) keyState) {
+func showFair(w io.Writer, now int64, state string, k func(string) keyState, who clients) {
 	showLimit(w, k(":limit"))
 	queue, alive := k(":queue"), k(":alive")
-	holders, who, weights := k(":holders").hash, k(":who").hash, k(":weights").hash
+	holders, notes, weights := k(":holders").hash, k(":who").hash, k(":weights").hash
+	if state != "held" {
+		fmt.Fprintln(w, " ", state)
+	}
 	for _, m := range queue.zset {
 		ticket := "ticket=" + strconv.FormatInt(m.score, 10)
 		ttl := "ttl=?"
@@ -684,13 +913,10 @@ func showFair(w io.Writer, now int64, k func(string) keyState) {
 			ttl = ttlField(exp - now)
 		}
 		if f, ok := holders[m.token]; ok {
-			line(w, "holder", m.token, ticket, fenceField(f), permitsField(weights, m.token), ttl, traceField(who[m.token]))
+			line(w, "holder", m.token, ticket, fenceField(f), permitsField(weights, m.token), ttl, traceField(notes[m.token]), who.field(m.token), sinceField(now, f))
 		} else {
-			line(w, "waiting", m.token, ticket, permitsField(weights, m.token), ttl)
+			line(w, "waiting", m.token, ticket, permitsField(weights, m.token), ttl, who.field(m.token))
 		}
-	}
-	if len(queue.zset) == 0 {
-		fmt.Fprintln(w, "  free")
 	}
 }
 
@@ -705,10 +931,18 @@ func line(w io.Writer, role, token string, fields ...string) {
 	fmt.Fprintln(w)
 }
 
-// shortToken is the first 8 characters of a token (of a shorter value, the
-// first half), followed by "…": enough to tell holders apart, never the
-// whole token, which lets whoever knows it release the lease.
+// shortToken is 8 characters of a token followed by "…": enough to tell
+// holders apart, never the whole token, which lets whoever knows it
+// release the lease. Of a token that begins with its Client's id (see
+// keyspace.TokenClient) they are the first of its own random digits (the
+// id, which every lease of the Client shares, is shown as its client);
+// of another value, its first 8 (of a shorter one, its first half). A
+// queue entry ("token inbox") shows its token's.
 func shortToken(t string) string {
+	t = entryToken(t)
+	if _, ok := keyspace.TokenClient(t); ok {
+		return t[keyspace.ClientIDHex:keyspace.ClientIDHex+8] + "…"
+	}
 	n := min(8, len(t)/2)
 	return strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || !unicode.IsPrint(r) {
@@ -758,22 +992,29 @@ func printable(s string) string {
 }
 
 // runList is `latchctl list`: the primitives under -prefix, one line per
-// primitive (kind, state and name), found by SCAN (never KEYS, which blocks the
-// server), sorted by name, then kind. The state is "held" when any key
-// but those that outlive the leases exists (a holder, a waiter, a count),
-// else "remembered": only the finished tokens, fences, settings are left,
-// and expire. Keys of other prefixes that begin
-// with -prefix, and keys no primitive makes, are skipped. When it finds
-// none it says so on stderr (stdout stays empty) and succeeds.
+// primitive (kind, state and name), sorted by name, then kind. It finds
+// the names by SCAN (never KEYS, which blocks the server), then reads each
+// name's keys in one script, as inspect does, and prints the state inspect
+// shows (view.state): held, free, remembered, or a latch's open or closed.
+// Keys of other prefixes that begin with -prefix, and keys no primitive
+// makes, are skipped. When it finds none it says so on stderr (stdout
+// stays empty) and succeeds.
 func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o toolFlags
 	fs := o.flagSet("list", "[flags]", stderr)
+	var layouts layoutFlags
+	fs.Var(&layouts, "layout", layoutHelp)
 	if _, err := o.parse(fs, args, false); err != nil {
 		return err
 	}
-	type entry struct{ name, kind string }
-	seen := map[entry]bool{} // true: held
-	err := o.connect(ctx, func(_ backend.Backend, do func(context.Context, ...string) (any, error)) error {
+	kinds, err := layouts.kinds()
+	if err != nil {
+		return err
+	}
+	found := 0
+	who := clients{}
+	err = o.connect(ctx, func(b backend.Backend, do func(context.Context, ...string) (any, error)) error {
+		names := map[string]bool{}
 		for cursor := "0"; ; {
 			v, err := do(ctx, "SCAN", cursor, "MATCH", globEscape(o.prefix)+"*", "COUNT", "1000")
 			if err != nil {
@@ -786,44 +1027,57 @@ func runList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			keys, _ := a[1].([]any)
 			for _, key := range keys {
 				prefix, name, suffix, ok := keyspace.ParseKeyBase(fmt.Sprint(key))
-				if k := kindOfSuffix(suffix); ok && prefix == o.prefix && k != nil {
-					e := entry{name, k.name}
-					seen[e] = seen[e] || !k.memory[strings.TrimPrefix(suffix, k.sub)]
+				if ok && prefix == o.prefix && kindOfSuffix(kinds, suffix) != nil {
+					names[name] = true
 				}
 			}
 			if cursor = fmt.Sprint(a[0]); cursor == "0" {
-				return nil
+				break
 			}
 		}
+		// One script per name: its keys share the name's hash tag.
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			v, err := readView(ctx, b, keyspace.KeyBase(o.prefix, name), kinds)
+			if err != nil {
+				return fmt.Errorf("list: %s: %w", printable(name), err)
+			}
+			if err := who.lookup(ctx, do, o.prefix, v.tokens()); err != nil {
+				return fmt.Errorf("list: %s: %w", printable(name), err)
+			}
+			type entry struct{ kind, state, people string }
+			var es []entry
+			for i := range kinds {
+				if state := v.state(&kinds[i]); state != "" { // "": gone since the SCAN
+					hs, ws := kinds[i].people(v.of(&kinds[i]))
+					es = append(es, entry{kinds[i].name, state, peopleField(v.now, hs, ws, who)})
+				}
+			}
+			slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.kind, b.kind) })
+			for _, e := range es {
+				if e.people == "" {
+					fmt.Fprintf(stdout, "%-15s %-10s %s\n", e.kind, e.state, printable(name))
+				} else {
+					fmt.Fprintf(stdout, "%-15s %-10s %s  %s\n", e.kind, e.state, printable(name), e.people)
+				}
+				found++
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if len(seen) == 0 {
+	if found == 0 {
 		// Said on stderr: stdout stays one line per primitive.
 		fmt.Fprintf(stderr, "latchctl: no primitives under prefix %q on %s\n", o.prefix, o.describe())
-		return nil
-	}
-	list := make([]entry, 0, len(seen))
-	for e := range seen {
-		list = append(list, e)
-	}
-	slices.SortFunc(list, func(a, b entry) int {
-		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.kind, b.kind))
-	})
-	for _, e := range list {
-		state := "remembered"
-		if seen[e] {
-			state = "held"
-		}
-		fmt.Fprintf(stdout, "%-15s %-10s %s\n", e.kind, state, printable(e.name))
 	}
 	return nil
 }
 
 // fenceKeep is how long a forced release of a Mutex-layout name keeps its
-// last fence beside the finished tokens: the next grant's fence is above
-// it, and once the server's clock (in µs) has passed it, above it anyway.
+// last fence in a free marker of its lock key, past the server's clock
+// reaching it: the next grant's fence is above it, and once the server's
+// clock (in µs) has passed it, above it anyway.
 const fenceKeep = time.Minute
 
 // globEscape escapes the characters SCAN's MATCH pattern treats specially.
@@ -840,11 +1094,13 @@ func globEscape(s string) string {
 
 // runRelease is `latchctl release`: a forced release of a stuck primitive.
 // In one script it deletes the primitive's keys (its holders, waiters'
-// places, fences of holders, release markers and annotations) and publishes
-// a message on its release channel that wakes every waiter. It does NOT
-// delete the fence counter: fences must never repeat or go backwards, so
-// the next grant's fence is above every earlier one. Whoever held the
-// primitive is not told: its next extend or release finds the lease lost.
+// places, fences of holders and annotations) and publishes a message on
+// its release channel that wakes every waiter. It keeps the tokens given
+// back (a late copy of a given-up attempt stays refused) and, beside them,
+// the highest fence held (fenceKeep after the server's clock passes it):
+// fences must never repeat or go backwards, so the next grant's fence is
+// above every earlier one. Whoever held the primitive is not told: its
+// next extend or release finds the lease lost.
 //
 // It refuses, changing nothing, unless -force is given and -confirm repeats
 // NAME.
@@ -861,7 +1117,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *kindFlag == "" {
 		return fmt.Errorf("%w: release needs -kind (%s)", errUsage, kindNames)
 	}
-	k, err := kindByName(*kindFlag)
+	k, err := kindByName(kinds, *kindFlag)
 	if err != nil {
 		return err
 	}
@@ -871,19 +1127,26 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	base := keyspace.KeyBase(o.prefix, name)
 	keys := k.releaseKeys(base)
-	fenced := ""
+	fenced, nheld := "", 0
 	switch {
-	case k.fenced:
-		fenced = "1"
 	case k.lockFence:
 		fenced = "lock"
 		// The lock, the finished tokens, then the others.
 		lock, gone := base+k.sub, base+k.sub+":gone"
 		rest := slices.DeleteFunc(slices.Clone(keys), func(s string) bool { return s == lock || s == gone })
 		keys = append([]string{lock, gone}, rest...)
+	case k.heldFences != nil:
+		fenced, nheld = "held", len(k.heldFences)
+		// The given-back tokens, the keys that hold fences, then the others.
+		front := []string{base + k.sub + k.givenBack}
+		for _, s := range k.heldFences {
+			front = append(front, base+k.sub+s)
+		}
+		rest := slices.DeleteFunc(slices.Clone(keys), func(s string) bool { return slices.Contains(front, s) })
+		keys = append(front, rest...)
 	}
 	return o.connect(ctx, func(b backend.Backend, _ func(context.Context, ...string) (any, error)) error {
-		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll, fenced, strconv.FormatInt(fenceKeep.Milliseconds(), 10)})
+		v, err := b.Eval(ctx, releaseScript, keys, []string{k.channel(base), pubsub.WakeAll, fenced, strconv.FormatInt(fenceKeep.Milliseconds(), 10), strconv.Itoa(nheld)})
 		if err != nil {
 			return fmt.Errorf("release %s %s: %w", k.name, printable(name), err)
 		}
@@ -902,10 +1165,10 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		fmt.Fprintf(stdout, "released %s %s: deleted %d keys, woke waiters on %s\n", k.name, printable(name), n, printable(k.channel(base)))
 		switch {
-		case k.fenced:
-			fmt.Fprintf(stdout, "kept the fence counter %s (at %s): fences never repeat or go backwards\n", printable(keys[0]), fence)
 		case k.lockFence:
-			fmt.Fprintf(stdout, "kept the fence (%s) beside the finished tokens %s: fences never repeat or go backwards\n", fence, printable(keys[1]))
+			fmt.Fprintf(stdout, "kept the fence (%s) in the free lock key %s: fences never repeat or go backwards\n", fence, printable(keys[0]))
+		case k.heldFences != nil:
+			fmt.Fprintf(stdout, "kept the fence (%s) beside the given-back tokens %s: fences never repeat or go backwards\n", fence, printable(keys[0]))
 		default:
 			fmt.Fprintf(stdout, "the %s is open: its waiters return\n", k.name)
 		}

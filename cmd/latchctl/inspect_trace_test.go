@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/latchkit/latchkit"
-	"github.com/latchkit/latchkit/internal/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/middleware"
 	"github.com/latchkit/latchkit/primitives"
 )

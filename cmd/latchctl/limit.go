@@ -88,7 +88,7 @@ func semKindOf(ctx context.Context, b backend.Backend, prefix, name string) (str
 	base := keyspace.KeyBase(prefix, name)
 	var found []string
 	for _, kn := range []string{semKind, fairSemKind} {
-		k, err := kindByName(kn)
+		k, err := kindByName(kinds, kn)
 		if err != nil {
 			return "", err
 		}

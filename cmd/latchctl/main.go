@@ -5,6 +5,7 @@
 //	latchctl bench [-addr host:port] [-driver goredis|rueidis|valkey] [-duration d] [-clients n]
 //	latchctl inspect NAME [-kind mutex|rwlock|semaphore|fair_semaphore|election|latch] [-addr host:port] [-prefix latch:]
 //	latchctl list [-prefix latch:] [-addr host:port]
+//	latchctl top [-once] [-interval 1s] [-budget 10000] [-held-over 5m] [-rows 10] [-addr host:port] [-prefix latch:]
 //	latchctl release NAME -kind KIND -force -confirm NAME [-addr host:port]
 //	latchctl limit NAME N [-kind semaphore|fair_semaphore] [-addr host:port] [-prefix latch:]
 //
@@ -20,9 +21,12 @@
 // clock, trace id when middleware.Tracing stored one), an RWLock's readers,
 // writer and waiting writers, a fair semaphore's queue, an election's
 // leader and candidates, a latch's count; list finds primitives with
-// SCAN, never KEYS, and says so when there are none; release deletes a stuck primitive's keys, except its
-// fence counter (and a stored limit), and wakes its waiters (a released
-// latch is open); limit stores a Semaphore's or FairSemaphore's limit
+// SCAN, never KEYS, with the state inspect shows (held, free, remembered,
+// a latch's open or closed), and says so when there are none; release
+// deletes a stuck primitive's keys, except its finished (or given-back)
+// tokens, which keep its highest fence, and a stored limit, and wakes its
+// waiters (a released latch is open); limit
+// stores a Semaphore's or FairSemaphore's limit
 // (Semaphore.SetLimit), which every client of the name then grants by.
 package main
 
@@ -44,9 +48,10 @@ type command struct {
 
 var commands = []command{
 	{"demo", "run the marketplace demo and check its invariants", runDemo},
-	{"inspect", "show who holds a primitive: token prefixes, fences, TTLs, trace ids", runInspect},
-	{"list", "list the primitives under a prefix (by SCAN)", runList},
-	{"release", "force-release a stuck primitive, keeping its fence counter", runRelease},
+	{"inspect", "show who holds a primitive: clients, since when, fences, TTLs, trace ids", runInspect},
+	{"list", "list the primitives under a prefix (by SCAN), with their holders and waiters", runList},
+	{"top", "a live view: most waiters, most hand-overs/s, longest held, held past a limit", runTop},
+	{"release", "force-release a stuck primitive, keeping its last fence", runRelease},
 	{"limit", "store a semaphore's limit in Redis: every client grants by it from then on", runLimit},
 	{"bench", "measure latchkit: uncontended vs the floor, and 16 clients on one key", runBench},
 }
@@ -91,6 +96,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "latchctl: unknown command %q\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// newFlagSet makes the flag set of the command name, whose -h prints
+// "usage: latchctl name synopsis" and the flags to stderr.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: latchctl %s %s\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 func usage(w io.Writer) {

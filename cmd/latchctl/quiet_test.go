@@ -11,8 +11,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/latchkit/latchkit/internal/clienttest"
 	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -129,7 +129,7 @@ func TestKindVocabulary(t *testing.T) {
 			t.Errorf("inspect %s -kind %s: exit %d, want %q first:\n%s%s", name, flagValue, code, head, out, errOut)
 		}
 	}
-	if got, want := e.mustRun(t, "list"), "rwlock          held       doc\nmutex           held       m\nfair_semaphore  held       pool\nsemaphore       held       slots\n"; got != want {
+	if got, want := listHeads(e.mustRun(t, "list")), "rwlock          held       doc\nmutex           held       m\nfair_semaphore  held       pool\nsemaphore       held       slots\n"; got != want {
 		t.Errorf("list:\n%s\nwant:\n%s", got, want)
 	}
 	code, _, errOut := e.latchctl(t, "inspect", "x", "-kind", "lock")

@@ -1,41 +1,78 @@
 -- forcerelease: deletes a name's keys, except what keeps its fences
 -- increasing, and wakes its waiters, for release -force.
 -- KEYS and ARGV[3], by how the kind keeps its fence:
---   "1": KEYS[1] the fence counter (read, never deleted), 2... the keys
---   to delete;
---   "lock" (the Mutex layout): KEYS[1] the lock ("token fence"), KEYS[2]
---   the finished tokens (kept: a late copy of an attempt stays refused,
---   and the lock's fence is added as member "#", kept ARGV[4] ms after
---   the server's clock passes it, so that
---   the next grant's fence is above it), 3... the other keys to delete;
+--   "lock" (the Mutex layout): KEYS[1] the lock ("token fence[ flags]",
+--   or a free marker "~ fence[ flags]"), which becomes a free marker of
+--   its fence (and of its given-back window, flag g), kept ARGV[4] ms
+--   after the server's clock passes the fence, so that the next grant's
+--   fence is above it; KEYS[2] the given-back tokens (kept: a late copy
+--   of a given-up attempt stays refused), 3... the other keys to delete;
+--   "held" (a Semaphore, RWLock or FairSemaphore): KEYS[1] the given-back
+--   tokens (kept, with the highest fence held as member "#"),
+--   2..ARGV[5]+1 the keys that hold the holders' fences (a zset of
+--   holders whose members "#"+token are scored by their fences, a hash
+--   token -> fence, or a writer "token fence"), read, then deleted with
+--   the other keys that follow;
 --   "": all the keys to delete (a latch).
 -- ARGV: 1 the release channel, 2 the message (pubsub.WakeAll), 3 as above,
--- 4 with "lock", how long the finished tokens keep the fence, ms.
+-- 4 with "lock" or "held", how long the fence is kept past the server's
+-- clock, ms, 5 with "held", how many keys hold fences.
 -- Reply: {keys deleted, the fence kept or false}.
 local f, first, n = false, 1, 0
-if ARGV[3] == '1' then
-  first = 2
-  if redis.call('TYPE', KEYS[1]).ok == 'string' then f = redis.call('GET', KEYS[1]) end
-elseif ARGV[3] == 'lock' then
+local function fence_in(v)
+  local sp = v and string.find(v, ' ', 1, true)
+  return sp and tonumber(string.match(string.sub(v, sp + 1), '^%d+')) or 0
+end
+local t = redis.call('TIME')
+local now, us = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- keep keeps fence held beside the given-back tokens gone (or the one
+-- kept there, when higher), and returns it as a string, or false.
+local function keep(gone, held)
+  if redis.call('TYPE', gone).ok ~= 'zset' and redis.call('EXISTS', gone) == 1 then return false end
+  local kept = tonumber(redis.call('ZSCORE', gone, '#') or '0')
+  if held > kept then
+    redis.call('ZADD', gone, held, '#')
+    kept = held
+  end
+  if kept <= 0 then return false end
+  local ms = tonumber(ARGV[4]) + math.max(0, math.ceil((kept - us) / 1000))
+  if redis.call('PTTL', gone) < ms then redis.call('PEXPIRE', gone, ms) end
+  return string.format('%.0f', kept)
+end
+if ARGV[3] == 'lock' then
   first = 3
   local v = redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1])
-  local sp = v and string.find(v, ' ', 1, true)
-  local held = sp and tonumber(string.sub(v, sp + 1))
-  if redis.call('TYPE', KEYS[2]).ok == 'zset' or redis.call('EXISTS', KEYS[2]) == 0 then
-    local kept = tonumber(redis.call('ZSCORE', KEYS[2], '#') or '0')
-    if held and held > kept then
-      redis.call('ZADD', KEYS[2], held, '#')
-      kept = held
+  local fence = fence_in(v)
+  if fence > 0 then
+    f = string.format('%.0f', fence)
+    local ms = tonumber(ARGV[4]) + math.max(0, math.ceil((fence - us) / 1000))
+    local marker = '~ ' .. f
+    local g = tonumber(string.match(v, ' g(%d+)'))
+    if g and g > now then
+      marker = marker .. ' g' .. string.format('%.0f', g)
+      ms = math.max(ms, g - now)
     end
-    if kept > 0 then
-      f = string.format('%.0f', kept)
-      local t = redis.call('TIME')
-      local ahead = math.max(0, math.ceil((kept - (tonumber(t[1]) * 1000000 + tonumber(t[2]))) / 1000))
-      local keep = tonumber(ARGV[4]) + ahead
-      if redis.call('PTTL', KEYS[2]) < keep then redis.call('PEXPIRE', KEYS[2], keep) end
+    if fence > us then marker = marker .. ' >' end
+    redis.call('SET', KEYS[1], marker, 'PX', ms)
+    n = 1
+  else
+    n = redis.call('DEL', KEYS[1])
+  end
+elseif ARGV[3] == 'held' then
+  first = 2
+  local held = 0
+  for i = 2, 1 + tonumber(ARGV[5]) do
+    local typ = redis.call('TYPE', KEYS[i]).ok
+    if typ == 'zset' then
+      local top = tonumber(redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2])
+      if top and top >= 1e14 then held = math.max(held, top) end
+    elseif typ == 'hash' then
+      for _, x in ipairs(redis.call('HVALS', KEYS[i])) do held = math.max(held, tonumber(x) or 0) end
+    elseif typ == 'string' then
+      held = math.max(held, fence_in(redis.call('GET', KEYS[i])))
     end
   end
-  n = redis.call('DEL', KEYS[1])
+  f = keep(KEYS[1], held)
 end
 if #KEYS >= first then n = n + redis.call('DEL', unpack(KEYS, first)) end
 redis.pcall('PUBLISH', ARGV[1], ARGV[2])
