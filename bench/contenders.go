@@ -60,8 +60,8 @@ type contender struct {
 }
 
 const (
-	fencedGoRedis = "fenced floor (EVALSHA SET NX PX + fence, EVALSHA del), go-redis"
-	fencedRueidis = "fenced floor (EVALSHA SET NX PX + fence, EVALSHA del), rueidis"
+	fencedGoRedis = "fenced floor (EVALSHA TIME + SET NX PX; EVALSHA GET, ZCARD, DEL), go-redis"
+	fencedRueidis = "fenced floor (EVALSHA TIME + SET NX PX; EVALSHA GET, ZCARD, DEL), rueidis"
 	floorGoRedis  = "floor (SET NX PX + EVALSHA del), go-redis"
 	floorRueidis  = "floor (SET NX PX + EVALSHA del), rueidis"
 	floorRedlock  = "floor (5x parallel SET NX PX + del), go-redis"
@@ -160,15 +160,16 @@ func floorTryGoRedis(ctx context.Context, c *redis.Client, key string) (unlockFu
 
 var casDelRueidis = rd.NewLuaScript(floor.CasDelSource)
 
-// The fenced floor: the floor with a fence (see floor.FencedAcquireSource),
-// whose counter lives for latchkit's default retention. Beside the floor it
-// shows what the fence itself costs; beside latchkit, what the rest does.
+// The fenced floor: the least a fenced, queue-aware lock costs (see
+// floor.FencedAcquireSource and FencedReleaseSource). Beside the floor it
+// shows what the fence and the queue check cost; beside latchkit, what the
+// rest does.
 var (
-	fencedGoRedisScript = redis.NewScript(floor.FencedAcquireSource)
-	fencedRueidisScript = rd.NewLuaScript(floor.FencedAcquireSource)
+	fencedGoRedisScript  = redis.NewScript(floor.FencedAcquireSource)
+	fencedRueidisScript  = rd.NewLuaScript(floor.FencedAcquireSource)
+	fencedGoRedisRelease = redis.NewScript(floor.FencedReleaseSource)
+	fencedRueidisRelease = rd.NewLuaScript(floor.FencedReleaseSource)
 )
-
-const fenceRetentionMs = "86400000" // latchkit's default retention, 24 h
 
 func openFencedGoRedis(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 	c := newGoRedis(addrs[0], sent)
@@ -176,7 +177,7 @@ func openFencedGoRedis(_ context.Context, addrs []string, sent *atomic.Int64) (*
 	return &lockClient{
 		try: func(ctx context.Context, key string) (unlockFunc, error) {
 			tok := newToken()
-			err := fencedGoRedisScript.Run(ctx, c, []string{key, key + ":fence"}, tok, ms, fenceRetentionMs).Err()
+			err := fencedGoRedisScript.Run(ctx, c, []string{key}, tok, ms).Err()
 			if errors.Is(err, redis.Nil) {
 				return nil, errBusy
 			}
@@ -184,8 +185,8 @@ func openFencedGoRedis(_ context.Context, addrs []string, sent *atomic.Int64) (*
 				return nil, fmt.Errorf("fenced acquire %s: %w", key, err)
 			}
 			return func(ctx context.Context) error {
-				if err := casDelGoRedis.Run(ctx, c, []string{key}, tok).Err(); err != nil {
-					return fmt.Errorf("compare-and-delete %s: %w", key, err)
+				if err := fencedGoRedisRelease.Run(ctx, c, []string{key, key + ":q"}, tok).Err(); err != nil {
+					return fmt.Errorf("fenced release %s: %w", key, err)
 				}
 				return nil
 			}, nil
@@ -203,7 +204,7 @@ func openFencedRueidis(_ context.Context, addrs []string, sent *atomic.Int64) (*
 	return &lockClient{
 		try: func(ctx context.Context, key string) (unlockFunc, error) {
 			tok := newToken()
-			err := fencedRueidisScript.Exec(ctx, c, []string{key, key + ":fence"}, []string{tok, ms, fenceRetentionMs}).Error()
+			err := fencedRueidisScript.Exec(ctx, c, []string{key}, []string{tok, ms}).Error()
 			if rd.IsRedisNil(err) {
 				return nil, errBusy
 			}
@@ -211,8 +212,8 @@ func openFencedRueidis(_ context.Context, addrs []string, sent *atomic.Int64) (*
 				return nil, fmt.Errorf("fenced acquire %s: %w", key, err)
 			}
 			return func(ctx context.Context) error {
-				if err := casDelRueidis.Exec(ctx, c, []string{key}, []string{tok}).Error(); err != nil {
-					return fmt.Errorf("compare-and-delete %s: %w", key, err)
+				if err := fencedRueidisRelease.Exec(ctx, c, []string{key, key + ":q"}, []string{tok}).Error(); err != nil {
+					return fmt.Errorf("fenced release %s: %w", key, err)
 				}
 				return nil
 			}, nil

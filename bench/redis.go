@@ -104,6 +104,7 @@ type serverStats struct {
 	calls     int64   // commandstats calls, scripts' inner commands included, INFO excluded
 	subscribe int64   // (un)subscribe-family calls: sent by clients on their own connections
 	cpu       float64 // used_cpu_sys + used_cpu_user, seconds
+	sys       float64 // used_cpu_sys alone: the kernel's part (sockets, scheduling)
 	// scriptUsec is the time Redis spent running scripts (EVAL, EVALSHA
 	// and their read-only forms, the commands they run included), µs:
 	// the work a request asks for, where cpu also counts reading,
@@ -152,6 +153,9 @@ func (s *server) stats(ctx context.Context) (serverStats, error) {
 			return st, fmt.Errorf("parse %s=%q: %w", k, cpu[k], err)
 		}
 		st.cpu += f
+		if k == "used_cpu_sys" {
+			st.sys = f
+		}
 	}
 	if st.calls == 0 {
 		return st, errors.New("INFO commandstats: no commands counted")
@@ -176,7 +180,7 @@ func usecOf(v string) (int64, error) {
 // sub is after minus before.
 func (a serverStats) sub(b serverStats) serverStats {
 	d := serverStats{calls: a.calls - b.calls, subscribe: a.subscribe - b.subscribe, cpu: a.cpu - b.cpu,
-		scriptUsec: a.scriptUsec - b.scriptUsec, byCommand: map[string]int64{}}
+		sys: a.sys - b.sys, scriptUsec: a.scriptUsec - b.scriptUsec, byCommand: map[string]int64{}}
 	for k, v := range a.byCommand {
 		if v -= b.byCommand[k]; v != 0 {
 			d.byCommand[k] = v
