@@ -79,6 +79,14 @@ func startCluster(t testing.TB, masters, replicas int) *Cluster {
 	if len(c.Nodes) != masters || len(c.all)-len(c.Nodes) != masters*replicas {
 		t.Fatalf("cluster of %d masters and %d replicas, want %d and %d", len(c.Nodes), len(c.all)-len(c.Nodes), masters, masters*replicas)
 	}
+	// A replica that calls itself connected (ROLE) may not yet be one its
+	// master counts for WAIT: a test's first replicated write then saw
+	// "WAIT confirmed 0 of 1 replicas" on a loaded machine.
+	for _, m := range c.Nodes {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		waitInSync(ctx, t, m, replicas)
+		cancel()
+	}
 	t.Logf("cluster of %d masters (%d replicas each) ready in %v", masters, replicas, time.Since(start).Round(time.Millisecond))
 	return c
 }
@@ -310,4 +318,43 @@ func (c *Cluster) readRoles(ctx context.Context) error {
 	}
 	c.Nodes, c.Addrs, c.Replicas = nodes, addrs, replicas
 	return nil
+}
+
+// waitInSync polls INFO replication on master until it has replicas
+// replicas online and each has acknowledged the master's offset.
+func waitInSync(ctx context.Context, t testing.TB, master *Server, replicas int) {
+	t.Helper()
+	for {
+		v, err := master.Do(ctx, "INFO", "replication")
+		info := fmt.Sprint(v)
+		if err == nil && inSync(info) == replicas {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d replicas not online and caught up: %v\n%s", master.Addr, replicas, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inSync counts the replicas an INFO replication reply shows online at
+// the master's offset.
+func inSync(info string) int {
+	offset, n := "", 0
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			offset = v
+		}
+	}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "state=online") {
+			continue
+		}
+		if strings.Contains(line+",", ",offset="+offset+",") {
+			n++
+		}
+	}
+	return n
 }
