@@ -311,7 +311,7 @@ func checkFences(ctx context.Context, e *env, s Subject) error {
 			return err
 		}
 		if l == nil {
-			return nil // takes: no fence
+			e.t.Skip("the grants are takes: no lease, no fence to check")
 		}
 		if l.Fence() <= last {
 			return fmt.Errorf("grant %d: fence %d, not above the one before, %d", i+1, l.Fence(), last)
@@ -340,7 +340,7 @@ func checkFenceClock(ctx context.Context, e *env, s Subject) error {
 			return err
 		}
 		if l == nil {
-			return nil // takes: no fence
+			e.t.Skip("the grants are takes: no lease, no fence to check")
 		}
 		if l.Fence() < before.UnixMicro() {
 			return fmt.Errorf("grant %d: fence %d, below the server's clock before its attempt, %d µs: take fences from next_fence", i+1, l.Fence(), before.UnixMicro())
