@@ -43,6 +43,8 @@ import (
 //   - design E with DEL: as E, the release GET and DEL: four commands;
 //     fences then strictly increase only on a clock that moves between a
 //     grant and the name's next.
+//   - design E' as Redis Functions: the same two scripts in a library
+//     loaded once (FUNCTION LOAD), called by FCALL instead of EVALSHA.
 //   - plain SET NX PX acquire (no script) and the queue-aware release: the
 //     shape a fence computed on demand while the lease is held would take
 //     (Fence then a call of its own); refusing a late copy of a given-up
@@ -109,6 +111,8 @@ if redis.pcall('ZCARD', KEYS[6]) ~= 0 then return 0 end
 		variant("design E (TIME + SET NX PX; GET, SET marker PX 1)", minimalAcquire, markerRelease),
 		variant("design E', latchkit's (TIME + SET NX PX; GET, TIME, DEL)", minimalAcquire, timeRelease),
 		variant("design E with DEL (TIME + SET NX PX; GET, DEL)", minimalAcquire, delRelease),
+		{name: "design E' as Redis Functions (FCALL; FUNCTION LOAD once)", driver: "rueidis", floor: floorRueidis,
+			open: openFunctions(functionLib)},
 		{name: "plain SET NX PX; GET, ZCARD, DEL (fence on demand)", driver: "rueidis", floor: floorRueidis,
 			open: openPlainQueued(rd.NewLuaScript(plainValue + del))},
 		{name: "latchkit Mutex, rueidis", driver: "rueidis", floor: floorRueidis,
@@ -180,6 +184,70 @@ func openScripted(acquire, release *rd.Lua) func(context.Context, []string, *ato
 				}
 				return func(ctx context.Context) error {
 					n, err := release.Exec(ctx, c, keys, []string{tok}).AsInt64()
+					if err != nil {
+						return fmt.Errorf("release %s: %w", key, err)
+					}
+					if n != 1 {
+						return errors.New("release " + key + ": not held")
+					}
+					return nil
+				}, nil
+			},
+			close: c.Close,
+		}, nil
+	}
+}
+
+// functionLib is design E' (minimalAcquire, timeRelease) as a Redis
+// Functions library: lk_acquire(keys; token, ttl ms), lk_release(keys;
+// token).
+const functionLib = `#!lua name=latchkitbench
+redis.register_function('lk_acquire', function(keys, args)
+  local t = redis.call('TIME')
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not redis.call('SET', keys[1], args[1] .. ' ' .. string.format('%.0f', f), 'NX', 'PX', args[2]) then return false end
+  return f
+end)
+redis.register_function('lk_release', function(keys, args)
+  local v = redis.call('GET', keys[1])
+  if not v or string.match(v, '^(%S+) %d+$') ~= args[1] then return 0 end
+  local t = redis.call('TIME')
+  if tonumber(string.sub(v, #args[1] + 2)) >= tonumber(t[1]) * 1000000 + tonumber(t[2]) then
+    redis.call('SET', keys[1], '~' .. string.sub(v, #args[1] + 1), 'PX', 1)
+  else
+    redis.call('DEL', keys[1])
+  end
+  return 1
+end)`
+
+// openFunctions is openScripted with the scripts of lib, a Functions
+// library (loaded with FUNCTION LOAD REPLACE when the client opens), called
+// by FCALL lk_acquire and lk_release.
+func openFunctions(lib string) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
+	return func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
+		c, err := newRueidis(rueidisOption(addrs[0]), sent)
+		if err != nil {
+			return nil, fmt.Errorf("rueidis client: %w", err)
+		}
+		if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(lib).Build()).Error(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
+		}
+		ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+		return &lockClient{
+			try: func(ctx context.Context, key string) (unlockFunc, error) {
+				base := "latch:{" + key + "}"
+				keys := []string{base, base + ":fence", base + ":released", base + ":who", base + ":gone", base + ":q", base + ":qlive"}
+				tok := newToken()
+				err := c.Do(ctx, c.B().Fcall().Function("lk_acquire").Numkeys(int64(len(keys))).Key(keys...).Arg(tok, ms).Build()).Error()
+				if rd.IsRedisNil(err) {
+					return nil, errBusy
+				}
+				if err != nil {
+					return nil, fmt.Errorf("acquire %s: %w", key, err)
+				}
+				return func(ctx context.Context) error {
+					n, err := c.Do(ctx, c.B().Fcall().Function("lk_release").Numkeys(int64(len(keys))).Key(keys...).Arg(tok).Build()).AsInt64()
 					if err != nil {
 						return fmt.Errorf("release %s: %w", key, err)
 					}

@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.scale.names, "s5.names", 10000, "S5: names they wait on")
 	fs.IntVar(&cfg.scale.procs, "s5.procs", 8, "S5: processes (clients standing in for them) the waiters are spread over")
 	memNames := fs.Int("memory", 0, "measure instead the memory of this many distinct names, each locked once (M1), and again after their retention")
+	topNames := fs.Int("top", 0, "measure instead latchctl top on this many held Mutex names (T1): top -once 3 times, the live view 10 refreshes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,6 +101,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer srv.stop()
 		res, err := measureMemory(ctx, srv, *memNames, cfg.goroutines, 10*time.Second, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) })
+		if err != nil {
+			return err
+		}
+		res.write(stdout)
+		return nil
+	}
+
+	if *topNames > 0 {
+		srv, err := startServer(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		res, err := measureTop(ctx, srv, topConfig{names: *topNames, onces: 3, refreshes: 10}, func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) })
 		if err != nil {
 			return err
 		}
