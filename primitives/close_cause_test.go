@@ -217,10 +217,13 @@ func TestCloseWithdrawsWithOneCause(t *testing.T) {
 // and a "lease lost" WARN was logged.
 func TestCloseRacingExtendSaysClosed(t *testing.T) {
 	_, newClient := closeTestRedis(t)
-	ctx := closeCtx(t)
 	for _, op := range []string{"Extend", "TTL"} {
 		t.Run(op, func(t *testing.T) {
 			for round := range 200 {
+				// A deadline per round: 400 rounds under -race on a busy
+				// machine once took longer than one 5 s deadline for all.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
 				var logs bytes.Buffer
 				c := newClient()
 				mu, err := primitives.NewMutex(c, fmt.Sprint("race-", op, round),
