@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit/backend"
@@ -19,25 +18,9 @@ import (
 // unanswered for as long again, reports itself dropped, so that waiters
 // fall back to their timers.
 func TestBoundSubscriptionHealthCheck(t *testing.T) {
-	px := faultproxy.Start(t, miniredis.RunT(t).Addr())
-	c := redis.NewClient(&redis.Options{Addr: px.Addr, ContextTimeoutEnabled: true})
-	defer c.Close()
-	b := goredis.New(c, goredis.WithHealthCheck(100*time.Millisecond))
-	ctx := ctxT(t, 20*time.Second)
-	dropped := make(chan error, 1)
-	sub, err := b.Subscribe(ctx, backend.Handler{Dropped: func(err error) { dropped <- err }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	if err := sub.Add(ctx, "ch"); err != nil {
-		t.Fatal(err)
-	}
-	px.Blackhole(true)
-	defer px.Blackhole(false)
-	select {
-	case <-dropped:
-	case <-ctx.Done():
-		t.Fatal("a silent subscription was never reported dropped")
-	}
+	faultproxy.CheckSilentSubscription(t, func(addr string) backend.Backend {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c, goredis.WithHealthCheck(100*time.Millisecond))
+	})
 }
