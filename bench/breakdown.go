@@ -125,57 +125,43 @@ if redis.pcall('ZCARD', KEYS[6]) ~= 0 then return 0 end
 // openPlainQueued takes the lock with a plain SET NX PX command (no
 // script) and releases it with release on the Mutex's key layout.
 func openPlainQueued(release *rd.Lua) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
-	return func(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
-		c, err := newRueidis(rueidisOption(addrs[0]), sent)
-		if err != nil {
-			return nil, fmt.Errorf("rueidis client: %w", err)
-		}
-		ms := ttl.Milliseconds()
-		return &lockClient{
-			try: func(ctx context.Context, key string) (unlockFunc, error) {
-				base := "latch:{" + key + "}"
-				keys := []string{base, base + ":fence", base + ":released", base + ":who", base + ":gone", base + ":q", base + ":qlive"}
-				tok := newToken()
-				err := c.Do(ctx, c.B().Set().Key(base).Value(tok).Nx().PxMilliseconds(ms).Build()).Error()
-				if rd.IsRedisNil(err) {
-					return nil, errBusy
-				}
-				if err != nil {
-					return nil, fmt.Errorf("SET NX %s: %w", key, err)
-				}
-				return func(ctx context.Context) error {
-					n, err := release.Exec(ctx, c, keys, []string{tok}).AsInt64()
-					if err != nil {
-						return fmt.Errorf("release %s: %w", key, err)
-					}
-					if n != 1 {
-						return errors.New("release " + key + ": not held")
-					}
-					return nil
-				}, nil
-			},
-			close: c.Close,
-		}, nil
-	}
+	ms := ttl.Milliseconds()
+	return openMutexLayout(func(ctx context.Context, c rd.Client, keys []string, tok string) error {
+		return c.Do(ctx, c.B().Set().Key(keys[0]).Value(tok).Nx().PxMilliseconds(ms).Build()).Error()
+	}, func(ctx context.Context, c rd.Client, keys []string, tok string) (int64, error) {
+		return release.Exec(ctx, c, keys, []string{tok}).AsInt64()
+	})
 }
 
 // openScripted is a lock of one acquire and one release script on the
-// Mutex's key layout (lock, two reserved, annotation, given back, queue,
-// liveness): the acquire gets the token and the TTL and replies false when
-// the lock is held; the release gets the token.
+// Mutex's key layout: the acquire gets the token and the TTL and replies
+// false when the lock is held; the release gets the token.
 func openScripted(acquire, release *rd.Lua) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	return openMutexLayout(func(ctx context.Context, c rd.Client, keys []string, tok string) error {
+		return acquire.Exec(ctx, c, keys, []string{tok, ms}).Error()
+	}, func(ctx context.Context, c rd.Client, keys []string, tok string) (int64, error) {
+		return release.Exec(ctx, c, keys, []string{tok}).AsInt64()
+	})
+}
+
+// openMutexLayout is a lock on the Mutex's key layout (lock, two reserved,
+// annotation, given back, queue, liveness) on one rueidis client: acquire
+// sends the acquisition of a new token (a nil reply: held), release its
+// release (1: released).
+func openMutexLayout(acquire func(ctx context.Context, c rd.Client, keys []string, tok string) error,
+	release func(ctx context.Context, c rd.Client, keys []string, tok string) (int64, error)) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
 	return func(_ context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
 		c, err := newRueidis(rueidisOption(addrs[0]), sent)
 		if err != nil {
 			return nil, fmt.Errorf("rueidis client: %w", err)
 		}
-		ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 		return &lockClient{
 			try: func(ctx context.Context, key string) (unlockFunc, error) {
 				base := "latch:{" + key + "}"
 				keys := []string{base, base + ":fence", base + ":released", base + ":who", base + ":gone", base + ":q", base + ":qlive"}
 				tok := newToken()
-				err := acquire.Exec(ctx, c, keys, []string{tok, ms}).Error()
+				err := acquire(ctx, c, keys, tok)
 				if rd.IsRedisNil(err) {
 					return nil, errBusy
 				}
@@ -183,7 +169,7 @@ func openScripted(acquire, release *rd.Lua) func(context.Context, []string, *ato
 					return nil, fmt.Errorf("acquire %s: %w", key, err)
 				}
 				return func(ctx context.Context) error {
-					n, err := release.Exec(ctx, c, keys, []string{tok}).AsInt64()
+					n, err := release(ctx, c, keys, tok)
 					if err != nil {
 						return fmt.Errorf("release %s: %w", key, err)
 					}
@@ -220,44 +206,31 @@ redis.register_function('lk_release', function(keys, args)
   return 1
 end)`
 
-// openFunctions is openScripted with the scripts of lib, a Functions
-// library (loaded with FUNCTION LOAD REPLACE when the client opens), called
-// by FCALL lk_acquire and lk_release.
+// openFunctions is openScripted with the functions lk_acquire and
+// lk_release of lib, a Functions library loaded (FUNCTION LOAD REPLACE)
+// when a client opens, called by FCALL.
 func openFunctions(lib string) func(context.Context, []string, *atomic.Int64) (*lockClient, error) {
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	open := openMutexLayout(func(ctx context.Context, c rd.Client, keys []string, tok string) error {
+		return c.Do(ctx, c.B().Fcall().Function("lk_acquire").Numkeys(int64(len(keys))).Key(keys...).Arg(tok, ms).Build()).Error()
+	}, func(ctx context.Context, c rd.Client, keys []string, tok string) (int64, error) {
+		return c.Do(ctx, c.B().Fcall().Function("lk_release").Numkeys(int64(len(keys))).Key(keys...).Arg(tok).Build()).AsInt64()
+	})
 	return func(ctx context.Context, addrs []string, sent *atomic.Int64) (*lockClient, error) {
-		c, err := newRueidis(rueidisOption(addrs[0]), sent)
+		lc, err := open(ctx, addrs, sent)
 		if err != nil {
+			return nil, err
+		}
+		c, err := rd.NewClient(rueidisOption(addrs[0])) // not counted: set-up
+		if err != nil {
+			lc.close()
 			return nil, fmt.Errorf("rueidis client: %w", err)
 		}
+		defer c.Close()
 		if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(lib).Build()).Error(); err != nil {
-			c.Close()
+			lc.close()
 			return nil, fmt.Errorf("FUNCTION LOAD: %w", err)
 		}
-		ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-		return &lockClient{
-			try: func(ctx context.Context, key string) (unlockFunc, error) {
-				base := "latch:{" + key + "}"
-				keys := []string{base, base + ":fence", base + ":released", base + ":who", base + ":gone", base + ":q", base + ":qlive"}
-				tok := newToken()
-				err := c.Do(ctx, c.B().Fcall().Function("lk_acquire").Numkeys(int64(len(keys))).Key(keys...).Arg(tok, ms).Build()).Error()
-				if rd.IsRedisNil(err) {
-					return nil, errBusy
-				}
-				if err != nil {
-					return nil, fmt.Errorf("acquire %s: %w", key, err)
-				}
-				return func(ctx context.Context) error {
-					n, err := c.Do(ctx, c.B().Fcall().Function("lk_release").Numkeys(int64(len(keys))).Key(keys...).Arg(tok).Build()).AsInt64()
-					if err != nil {
-						return fmt.Errorf("release %s: %w", key, err)
-					}
-					if n != 1 {
-						return errors.New("release " + key + ": not held")
-					}
-					return nil
-				}, nil
-			},
-			close: c.Close,
-		}, nil
+		return lc, nil
 	}
 }
