@@ -358,3 +358,25 @@ func inSync(info string) int {
 	}
 	return n
 }
+
+// Describe is every node's ROLE and, for a master, its replicas as INFO
+// replication shows them: what a test prints when replication did not do
+// what it expected.
+func (c *Cluster) Describe(ctx context.Context) string {
+	var b strings.Builder
+	for _, s := range c.all {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		role, err := s.Do(rctx, "ROLE")
+		fmt.Fprintf(&b, "%s ROLE %v %v\n", s.Addr, role, err)
+		if r, ok := role.([]any); ok && len(r) > 0 && r[0] == "master" {
+			info, _ := s.Do(rctx, "INFO", "replication")
+			for _, line := range strings.Split(fmt.Sprint(info), "\n") {
+				if line = strings.TrimSpace(line); strings.HasPrefix(line, "slave") || strings.HasPrefix(line, "master_repl_offset") {
+					fmt.Fprintf(&b, "  %s\n", line)
+				}
+			}
+		}
+		cancel()
+	}
+	return b.String()
+}
