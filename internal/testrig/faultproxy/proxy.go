@@ -171,8 +171,25 @@ func (p *Proxy) requests(l *link) {
 			}
 		}
 		if err != nil {
+			p.awaitFirstReply(l)
 			return
 		}
+	}
+}
+
+// awaitFirstReply waits, when l's client has gone while the command chosen
+// for a resend is at the server, until the server's reply to it has been
+// read (at most 5 s): the server runs a command that reached it whatever
+// its client does since, so the resend goes on (Executed, then the copy)
+// instead of the link's reset cutting its server side off first.
+func (p *Proxy) awaitFirstReply(l *link) {
+	wake := time.AfterFunc(5*time.Second, p.cond.Broadcast)
+	defer wake.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l.resend != nil && l.replied < l.first && !l.dead && !p.closed && time.Now().Before(deadline) {
+		p.cond.Wait()
 	}
 }
 
@@ -266,6 +283,7 @@ func (p *Proxy) replies(l *link) {
 				}
 				// The first reply of r's command was dropped: run it again.
 				close(r.executed)
+				p.cond.Broadcast() // a client gone first waits for it (awaitFirstReply)
 				if r.detached {
 					p.wg.Add(1)
 					go p.lateCopy(r)

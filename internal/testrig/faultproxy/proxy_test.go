@@ -141,6 +141,37 @@ func TestLateCopyIncr(t *testing.T) {
 
 // A pipeline of commands in one write: the one chosen in the middle runs
 // twice, and the replies reach the client in order.
+// A late copy whose caller gives up before the server answers: the
+// command reached the server, which runs it whatever its client does, so
+// the first run is still seen (Executed) and the copy still runs. The
+// proxy once reset the server's side as soon as the client's went, and a
+// test that armed the copy saw no run at all (a model test's "made no
+// round trip", on a machine loaded past the caller's 25 ms deadline).
+func TestLateCopyCallerGoneFirst(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p := Start(t, srv.Addr)
+	c := newGoRedis(t, p.Addr, 2)
+	// The script keeps the server busy for 200 ms, far past the caller's
+	// deadline, then counts.
+	const slow = `local t = redis.call('TIME') local until_us = t[1] * 1000000 + t[2] + 200000
+while true do local n = redis.call('TIME') if n[1] * 1000000 + n[2] >= until_us then break end end
+return redis.call('INCR', KEYS[1])`
+	r := p.LateCopyNext(Command("eval"), 100*time.Millisecond)
+	cctx, ccancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	_, err := c.Eval(cctx, slow, []string{"gone"}).Result()
+	ccancel()
+	if err == nil {
+		t.Fatal("a call past its deadline succeeded")
+	}
+	waitClosed(t, "Executed", r.Executed())
+	waitClosed(t, "Done", r.Done())
+	if v, err := srv.Do(ctx, "GET", "gone"); err != nil || v != "2" {
+		t.Errorf("server has %v, %v; want 2 (the first run and the copy)", v, err)
+	}
+}
+
 func TestResendInPipeline(t *testing.T) {
 	srv := redistest.Start(t)
 	p := Start(t, srv.Addr)
