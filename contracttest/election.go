@@ -220,12 +220,15 @@ func testElectionDeadLeader(t *testing.T, h Harness) {
 		}
 		got <- l
 	}()
-	// The clock moves once the campaign waits: it found the seat taken,
-	// subscribed, and found it taken again, and sleeps until the leader's
-	// TTL runs out by its own clock. (Moved before, the server sees the
-	// leader dead while its lease's deadline has not passed.)
+	// The server's clock never runs ahead of this process's: a harness
+	// that moves it (miniredis) moves it by 600 ms only once 600 ms have
+	// passed here. Moved sooner, the server would see the leader dead
+	// while its lease's deadline had not passed by the clock the lease
+	// keeps, and seat the campaign on any early attempt (seen: a wake-up
+	// 128 ms in, on its third attempt).
 	eventually(t, 5*time.Second, "the campaign attempted twice", func() bool { return attempts.Load() >= 2 })
-	advance(t, h, 600*time.Millisecond)
+	time.Sleep(time.Until(began.Add(600 * time.Millisecond)))
+	h.AdvanceClock(t, 600*time.Millisecond)
 	select {
 	case l := <-got:
 		if l == nil {
