@@ -97,27 +97,36 @@ func (r *redlock) releasedBefore(token string) []bool {
 	return r.released[token].by
 }
 
-// noteReleased keeps, while the outcome of token's release is unknown,
-// which instances released it (for its retry: releasedBefore), and forgets
-// it once the outcome is known. What a release never retried left is
-// dropped once its lease could no longer be held anyway (TTL + 1 s, at
-// most a minute), by the next release of unknown outcome.
+// noteReleased keeps, once a release of token has had an unknown
+// outcome, which instances released it on any try (for its retries:
+// releasedBefore), adding those of every later try, whatever its outcome:
+// a retry of the caller's and the background retry of lease.Release may
+// run at once, and the one that decides first must not make the other
+// forget the earlier tries. What it keeps is dropped once its lease could
+// no longer be held anyway (TTL + 1 s, at most a minute), by the next
+// release of unknown outcome. A release decided on its first try, the
+// common path, keeps nothing.
 func (r *redlock) noteReleased(token string, held []bool, errs []error, unknown bool) {
 	r.relMu.Lock()
 	defer r.relMu.Unlock()
-	if !unknown {
-		delete(r.released, token)
+	rb, had := r.released[token]
+	if !unknown && !had {
 		return
 	}
 	now := time.Now()
-	for t, rb := range r.released {
-		if now.Sub(rb.at) > r.cfg.Window() {
-			delete(r.released, t)
+	if unknown {
+		for t, old := range r.released {
+			if now.Sub(old.at) > r.cfg.Window() {
+				delete(r.released, t)
+			}
 		}
 	}
-	by := make([]bool, len(held))
+	by := rb.by
+	if len(by) != len(held) {
+		by = make([]bool, len(held))
+	}
 	for i := range held {
-		by[i] = held[i] && errs[i] == nil
+		by[i] = by[i] || held[i] && errs[i] == nil
 	}
 	if r.released == nil {
 		r.released = map[string]releasedBy{}

@@ -1,30 +1,114 @@
 package primitives
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkit/latchkit/backend"
 )
 
-// TestRedlockReleasedMemoryBounded: what a release of unknown outcome
-// remembers (the instances that released, for its retry) is forgotten when
-// the outcome is known, and, for a release never retried, by the next
-// release of unknown outcome once its lease could no longer be held.
+// TestRedlockReleasedMemoryBounded: a release decided on its first try
+// keeps nothing; once a release of a token has had an unknown outcome,
+// the instances that released it on any try are kept for its retries
+// (also past a retry that decided: another retry may be in flight), and
+// dropped by the next release of unknown outcome once its lease could no
+// longer be held.
 func TestRedlockReleasedMemoryBounded(t *testing.T) {
 	r := &redlock{quorum: 2}
 	r.cfg.TTL = time.Second
-	held, errs := []bool{true, false, false}, []error{nil, nil, nil}
-	r.noteReleased("a", held, errs, true)
+	errs := []error{nil, nil, nil}
+	r.noteReleased("decided", []bool{true, true, false}, errs, false)
+	if got := r.releasedBefore("decided"); got != nil || len(r.released) != 0 {
+		t.Fatalf("after a release decided on its first try: %v (%d entries), want nothing kept", got, len(r.released))
+	}
+	r.noteReleased("a", []bool{true, false, false}, errs, true)
 	if got := r.releasedBefore("a"); len(got) != 3 || !got[0] || got[1] {
 		t.Fatalf("after an unknown outcome: %v, want [true false false]", got)
 	}
-	r.noteReleased("a", held, errs, false)
-	if got := r.releasedBefore("a"); got != nil {
-		t.Errorf("after a known outcome: %v, want nothing kept", got)
+	r.noteReleased("a", []bool{false, true, false}, errs, false)
+	if got := r.releasedBefore("a"); len(got) != 3 || !got[0] || !got[1] || got[2] {
+		t.Errorf("after a retry that decided: %v, want [true true false] (both tries' instances)", got)
 	}
-	r.noteReleased("old", held, errs, true)
-	r.released["old"] = releasedBy{at: time.Now().Add(-r.cfg.Window() - time.Millisecond), by: r.released["old"].by}
-	r.noteReleased("new", held, errs, true)
-	if _, ok := r.released["old"]; ok || len(r.released) != 1 {
-		t.Errorf("a release never retried, past its window: kept (%d entries), want dropped", len(r.released))
+	r.released["a"] = releasedBy{at: time.Now().Add(-r.cfg.Window() - time.Millisecond), by: r.released["a"].by}
+	r.noteReleased("new", []bool{true, false, false}, errs, true)
+	if _, ok := r.released["a"]; ok || len(r.released) != 1 {
+		t.Errorf("a release not retried past its window: kept (%d entries), want dropped", len(r.released))
+	}
+}
+
+// nestedRelease is an instance whose next call runs, then, before its
+// reply returns, runs another release of the same token to its end: the
+// background retry of lease.Release, deciding while the caller's own
+// retry is in flight.
+type nestedRelease struct {
+	backend.Backend
+	drop   atomic.Int32 // calls to refuse (ErrUnavailable) without running
+	nested atomic.Pointer[func()]
+}
+
+func (n *nestedRelease) Eval(ctx context.Context, s *backend.Script, keys, args []string) (backend.Value, error) {
+	if n.drop.Add(-1) >= 0 {
+		return nil, &backend.Error{Class: backend.ErrUnavailable, Cause: errors.New("injected: EOF")}
+	}
+	v, err := n.Backend.Eval(ctx, s, keys, args)
+	if f := n.nested.Swap(nil); f != nil {
+		(*f)()
+	}
+	return v, err
+}
+
+// TestRedlockRetryBesideTheBackgroundRetry: a release of unknown outcome
+// (two of five instances released, the third's call lost, two down) is
+// retried by its caller while the lease's background retry runs: the
+// caller's retry releases the third instance, and before its reply is
+// back the background retry finds the three not holding and decides
+// "not held". The caller's retry must still count the first try's two
+// instances and report success. (Seen in the fast lane on a loaded
+// machine: "1 of 5 instances hold it, 2 do not, 2 did not answer"; the
+// background retry's decision had made the Redlock forget the first
+// try's instances.)
+func TestRedlockRetryBesideTheBackgroundRetry(t *testing.T) {
+	var bs []backend.Backend
+	var ms []*miniredis.Miniredis
+	third := &nestedRelease{}
+	for i := range 5 {
+		m, b := newMiniBackend(t)
+		if i == 2 {
+			third.Backend = b
+			b = third
+		}
+		ms, bs = append(ms, m), append(bs, b)
+	}
+	rl, err := NewRedlock(testClients(t, bs), "r", WithAutoExtend(false), WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rl.(*redlock)
+	ctx := context.Background()
+	l, err := rl.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := l.Token()
+	ms[3].Close()
+	ms[4].Close()
+	third.drop.Store(1)
+	if _, err := r.Release(ctx, token); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("the first try, with 2 of 5 answering: %v, want an unknown outcome", err)
+	}
+	var bgHeld bool
+	var bgErr error
+	background := func() { bgHeld, bgErr = r.Release(ctx, token) }
+	third.nested.Store(&background)
+	held, err := r.Release(ctx, token)
+	if bgErr != nil || bgHeld {
+		t.Errorf("the background retry: %v, %v; want not held (the caller's retry had released the third)", bgHeld, bgErr)
+	}
+	if err != nil || !held {
+		t.Errorf("the caller's retry: %v, %v; want released (3 of 5 across the tries)", held, err)
 	}
 }
