@@ -83,7 +83,7 @@ func TestRedlockRetryBesideTheBackgroundRetry(t *testing.T) {
 		}
 		ms, bs = append(ms, m), append(bs, b)
 	}
-	rl, err := NewRedlock(testClients(t, bs), "r", WithAutoExtend(false), WithTTL(time.Minute))
+	rl, err := NewRedlock(testClients(t, bs), "r", WithAutoExtend(false), WithTTL(time.Minute), WithInstanceTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +105,15 @@ func TestRedlockRetryBesideTheBackgroundRetry(t *testing.T) {
 	background := func() { bgHeld, bgErr = r.Release(ctx, token) }
 	third.nested.Store(&background)
 	held, err := r.Release(ctx, token)
-	if bgErr != nil || bgHeld {
-		t.Errorf("the background retry: %v, %v; want not held (the caller's retry had released the third)", bgHeld, bgErr)
+	// Either retry may find the third instance released already (the
+	// first try's own background give-back to it may land first on a
+	// loaded machine): "not held" is then its answer, which the lease
+	// counts as released (its first try was sent while it was live). What
+	// neither may say is that the outcome is still unknown.
+	if bgErr != nil {
+		t.Errorf("the background retry: %v, %v; want decided", bgHeld, bgErr)
 	}
-	if err != nil || !held {
-		t.Errorf("the caller's retry: %v, %v; want released (3 of 5 across the tries)", held, err)
+	if err != nil {
+		t.Errorf("the caller's retry: %v, %v; want decided (3 of 5 released it across the tries)", held, err)
 	}
 }
