@@ -294,14 +294,19 @@ func testHandOverFIFO(t *testing.T, h Harness, k handOverKind) {
 // new holder holds on the release's message alone (a hand-over in two
 // requests, the waiter's queueing attempt and the release: no attempt
 // more). The waiter timeout is long, so no waiter re-attempts on its own
-// timer during the test.
+// timer during the test, and so is the retry policy's delay (slowWait): a
+// waiter whose subscription was not confirmed within the default
+// policy's first delay (50 ms at least) polled at that policy's pace
+// until it was, and a poll landed after the waiters had seemed settled
+// (seen once in a loaded fast lane: "release 1 cost 1 attempts"). With a
+// 30 s delay the waiter waits for its subscription instead, up to its
+// hint, and never polls.
 func testHandOverWakesOne(t *testing.T, h Harness, k handOverKind) {
 	const waiters = 6
 	ctx := ctxT(t, time.Minute)
 	p := prefix(t)
 	var attempts atomic.Int64
-	opts := []primitives.Option{primitives.WithPrefix(p), countAttempts(&attempts),
-		primitives.WithWaiterTimeout(time.Minute), primitives.WithTTL(time.Minute)}
+	opts := append([]primitives.Option{primitives.WithPrefix(p), countAttempts(&attempts), primitives.WithTTL(time.Minute)}, slowWait...)
 	holder, _ := k.new(clienttest.For(t, h.NewClient(t).Backend), "w", opts...)
 	l, err := holder.TryLock(ctx)
 	if err != nil {
