@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"net"
 	"reflect"
 	"sort"
@@ -28,7 +27,9 @@ import (
 	"testing"
 	"time"
 
-	rg "github.com/gomodule/redigo/redis"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	testdrivers "github.com/latchkit/latchkit/internal/testrig/drivers"
+
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
 	vk "github.com/valkey-io/valkey-go"
@@ -36,7 +37,6 @@ import (
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	lredigo "github.com/latchkit/latchkit/backend/redigo"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
 	"github.com/latchkit/latchkit/internal/testrig/clienttest"
@@ -162,35 +162,13 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 // address. go-redis then ignores context deadlines (ContextTimeoutEnabled
 // is false; a call to a hung server returns after its 5 s read timeout);
 // rueidis and valkey-go honour them.
-var defaultDrivers = []driver{
-	{"go-redis (default options)", func(t *testing.T, addr string) backend.Backend {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { c.Close() })
-		return goredis.New(c)
-	}},
-	{"rueidis (default options)", func(t *testing.T, addr string) backend.Backend {
-		c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{addr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return lrueidis.New(c)
-	}},
-	{"valkey (default options)", func(t *testing.T, addr string) backend.Backend {
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return lvalkey.New(c)
-	}},
-	// As redigo's documentation writes a pool: no timeout of any kind.
-	{"redigo (default options)", func(t *testing.T, addr string) backend.Backend {
-		p := &rg.Pool{Dial: func() (rg.Conn, error) { return rg.Dial("tcp", addr) }, MaxIdle: 3, IdleTimeout: 240 * time.Second}
-		t.Cleanup(func() { p.Close() })
-		return lredigo.New(p)
-	}},
-}
+var defaultDrivers = func() []driver {
+	var ds []driver
+	for _, d := range testdrivers.Defaults {
+		ds = append(ds, driver{d.Name, func(t *testing.T, addr string) backend.Backend { return d.New(t, addr) }})
+	}
+	return ds
+}()
 
 // clusterDriver makes a client of a Redis Cluster.
 type clusterDriver struct {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
 
@@ -113,6 +115,7 @@ func leaderIs(t *testing.T, ctx context.Context, e primitives.Election, want pri
 // observer follows by reading the seat, and no key is left without an
 // expiry.
 func TestACLWithoutChannelsElectionSeatsOnlyLeaseHolders(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	forEachACLDriver(t, func(t *testing.T, admin *redis.Client, newBackend func() backend.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -204,6 +207,7 @@ func TestACLWithoutChannelsElectionSeatsOnlyLeaseHolders(t *testing.T) {
 // by its timer), never to two at once, and no key is left without an
 // expiry.
 func TestACLWithoutChannelsMutexHandsOverByTimer(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	forEachACLDriver(t, func(t *testing.T, admin *redis.Client, newBackend func() backend.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -257,6 +261,7 @@ func TestACLWithoutChannelsMutexHandsOverByTimer(t *testing.T) {
 // pub/sub channel, a waiter of a full Semaphore is granted after a
 // release (by its timer), and no key is left without an expiry.
 func TestACLWithoutChannelsSemaphoreGrantsByTimer(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	forEachACLDriver(t, func(t *testing.T, admin *redis.Client, newBackend func() backend.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -264,6 +264,7 @@ const givenBackCap = 1024
 // (the primitive is free after each), and a late copy of the first one's
 // attempt, still within the minute the README promises, is refused.
 func TestBoundGivenBackCap(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	for _, k := range lane.Pick(boundKinds[:2], boundKinds) {
 		t.Run(k.name, func(t *testing.T) {
 			s := startBoundServer(t)
@@ -307,6 +308,7 @@ func TestBoundGivenBackCap(t *testing.T) {
 // issue 39 every release remembered its token for a minute, and the
 // resend reported success from that memory.)
 func TestBoundSemaphoreReleasesPastCap(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	t.Run("resent release", func(t *testing.T) {
 		s := startBoundServer(t)
 		sem, err := primitives.NewSemaphore(clienttest.For(t, s.b), "n", 2, boundOpts("r:")...)
@@ -478,6 +480,7 @@ func TestBoundLeaderValue(t *testing.T) {
 // than it keeps messages for (1024) go by still ends at the leader that
 // stands, and never reports a fence below one it reported.
 func TestBoundObserverBacklog(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	s := startBoundServer(t)
 	// A minute's seat: its expiry, which makes the observer read again,
 	// must not be what ends the test.

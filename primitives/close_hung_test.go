@@ -7,64 +7,40 @@ import (
 	"testing"
 	"time"
 
-	redigolib "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
-	rd "github.com/redis/rueidis"
-	vk "github.com/valkey-io/valkey-go"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
-	"github.com/latchkit/latchkit/backend/redigo"
-	"github.com/latchkit/latchkit/backend/rueidis"
-	"github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/testrig/drivers"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )
 
-// defaultDrivers make a client of addr as a user writes it: each driver's
-// defaults (go-redis also as the README recommends it, with
-// ContextTimeoutEnabled).
-var defaultDrivers = []struct {
-	name string
-	mk   func(t *testing.T, addr string) backend.Backend
-	// settle bounds how long the Client's goroutines may outlive a Close
-	// whose context ended, against a hung server (see Client.Close).
+// closeDrivers make a client of addr as a user writes it: go-redis as the
+// README recommends it (ContextTimeoutEnabled), then each driver at its
+// defaults (drivers.Defaults), with how long the Client's goroutines may
+// outlive a Close whose context ended, against a hung server (see
+// Client.Close): closeSettle, and for go-redis ignoring contexts
+// goredisAbandonSettle.
+var closeDrivers = func() []closeDriver {
+	ds := []closeDriver{{drivers.All[0].Name + " ContextTimeoutEnabled", drivers.All[0].New, closeSettle}}
+	for i, d := range drivers.Defaults {
+		settle := closeSettle
+		if i == 0 {
+			settle = goredisAbandonSettle
+		}
+		ds = append(ds, closeDriver{d.Name, d.New, settle})
+	}
+	return ds
+}()
+
+// closeDriver is one client configuration of TestCloseOnTimeAgainstHungOrDeadRedis.
+type closeDriver struct {
+	name   string
+	mk     func(t testing.TB, addr string) backend.Backend
 	settle time.Duration
-}{
-	{"go-redis ContextTimeoutEnabled", func(t *testing.T, addr string) backend.Backend {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { c.Close() })
-		return goredis.New(c)
-	}, closeSettle},
-	{"go-redis", func(t *testing.T, addr string) backend.Backend {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { c.Close() })
-		return goredis.New(c)
-	}, goredisAbandonSettle},
-	{"rueidis", func(t *testing.T, addr string) backend.Backend {
-		c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{addr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return rueidis.New(c)
-	}, closeSettle},
-	{"valkey", func(t *testing.T, addr string) backend.Backend {
-		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return valkey.New(c)
-	}, closeSettle},
-	{"redigo", func(t *testing.T, addr string) backend.Backend {
-		p := &redigolib.Pool{DialContext: func(ctx context.Context) (redigolib.Conn, error) {
-			return redigolib.DialContext(ctx, "tcp", addr)
-		}}
-		t.Cleanup(func() { p.Close() })
-		return redigo.New(p)
-	}, closeSettle},
 }
 
 // closeSettle is how long after a Close cut short by its context the
@@ -96,7 +72,10 @@ const closeSlack = 150 * time.Millisecond
 // a give-back never saw "refused at once" and retried for its window.
 func TestCloseOnTimeAgainstHungOrDeadRedis(t *testing.T) {
 	redistest.Require(t)
-	for _, d := range defaultDrivers {
+	// The fast lane: two of the five configurations (rueidis and
+	// valkey-go, whose pub/sub connection's close blocks on a hung
+	// socket); the long lane: all five.
+	for _, d := range lane.Subset(closeDrivers, 1, 2) {
 		for _, fault := range []string{"hung", "killed"} {
 			// One at a time: the check of the Client's goroutines reads the
 			// whole process's.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+
 	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/alicebob/miniredis/v2"
@@ -362,6 +364,7 @@ func loseAtOnce(n *atomic.Int32) latchkit.Middleware {
 // (the retry policy's back-off, reset only by a term that lasted its
 // TTL), so 2 s hold a handful of grants, not thousands.
 func TestElectionRunLossesDoNotSpin(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	var grants atomic.Int32
 	e, _, _ := runElection(t, primitives.WithMiddleware(loseAtOnce(&grants)))
 	const span = 2 * time.Second

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
@@ -779,6 +781,7 @@ func fpSame(a, b string, exact bool) bool {
 // still and every figure compares exactly; on redis-server times and
 // fences compare within 2 s.
 func TestOtherFastPathsDoWhatTheSlowPathsDo(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	servers := map[string]func(t *testing.T) *fpServer{

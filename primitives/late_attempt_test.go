@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/kit"
@@ -87,6 +89,7 @@ func afterLateCopy(t *testing.T, ctx context.Context, srv fairServer, prefix str
 // every key expires. (Until the common path stopped paying for it, every
 // release remembered T for a minute and the copy was refused: issue 39.)
 func TestLateAttemptAfterReleaseBounded(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	onFairServers(t, func(t *testing.T, srv fairServer) {
 		for _, k := range retryKinds {
 			for _, waiting := range []bool{false, true} {
@@ -141,6 +144,7 @@ func TestLateAttemptAfterReleaseBounded(t *testing.T) {
 // waiter, who then released it; a late copy of T's attempt may then be
 // granted too, and is bounded the same way.
 func TestLateAttemptAfterHandOverBounded(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	onFairServers(t, func(t *testing.T, srv fairServer) {
 		for _, k := range retryKinds {
 			if k.queued == nil {

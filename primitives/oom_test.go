@@ -441,6 +441,8 @@ func TestOOMRefusesFirstWriteOnly(t *testing.T) {
 // so an OOM that lasts longer than the TTL loses no lease; a waiter
 // handed a permit out of memory holds on it (see TestOOMWaitersRideItOut).
 func TestOOMLeasesRenewed(t *testing.T) {
+	// Not beside the parallel tests: its leases (TTL 150 ms) must be
+	// renewed on time (a renewal ran late under the race detector there).
 	s := startOOMServer(t)
 	const ttl = 150 * time.Millisecond
 	rows := []struct {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+
 	"github.com/latchkit/latchkit/primitives"
 )
 
@@ -20,6 +22,7 @@ import (
 // and was ignored, WithReplicaAck on a Redlock or a Latch was refused at
 // run time.
 func TestOptionsThatDoNotApplyDoNotCompile(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	check := typeChecker(t)
 	for _, c := range []struct {
 		call string

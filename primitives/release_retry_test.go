@@ -307,6 +307,7 @@ func TestReleaseAfterExpiryIsLost(t *testing.T) {
 // apart on the server's clock): the retry still finds its own evidence.
 // On miniredis (slower per call) the Mutex and the Semaphore alone.
 func TestRetriedReleaseAfterManyOtherReleases(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	onFairServers(t, func(t *testing.T, srv fairServer) {
 		for _, k := range retryKinds {
 			t.Run(k.name, func(t *testing.T) {

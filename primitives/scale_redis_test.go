@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkit/latchkit/internal/testrig/lane"
+
 	"github.com/latchkit/latchkit/internal/keyspace"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +46,7 @@ func pubsubConns(t *testing.T, admin *redis.Client) int {
 // with mutual exclusion per name (a gauge of holders per name must never
 // read above 1).
 func TestScaleWaitersShareOneSubscription(t *testing.T) {
+	lane.ParallelFast(t) // servers of its own
 	const names, perName = 1000, 10
 	s := redistest.Start(t)
 	newClient := func() *redis.Client {

@@ -57,3 +57,37 @@ var All = []Driver{
 		return lredigo.New(p)
 	}},
 }
+
+// Defaults are the four adapters over their drivers as a user writes them
+// from each driver's own documentation: every default kept (go-redis
+// ignores contexts, rueidis and valkey-go keep client-side caching on,
+// redigo's pool has no timeout of any kind). Tests of how latchkit meets a
+// hung or dead server run on them.
+var Defaults = []Driver{
+	{"go-redis (default options)", func(t testing.TB, addr string) backend.Backend {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { c.Close() })
+		return goredis.New(c)
+	}},
+	{"rueidis (default options)", func(t testing.TB, addr string) backend.Backend {
+		c, err := rd.NewClient(rd.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lrueidis.New(c)
+	}},
+	{"valkey (default options)", func(t testing.TB, addr string) backend.Backend {
+		c, err := vk.NewClient(vk.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return lvalkey.New(c)
+	}},
+	{"redigo (default options)", func(t testing.TB, addr string) backend.Backend {
+		p := &rg.Pool{Dial: func() (rg.Conn, error) { return rg.Dial("tcp", addr) }, MaxIdle: 3, IdleTimeout: 240 * time.Second}
+		t.Cleanup(func() { p.Close() })
+		return lredigo.New(p)
+	}},
+}
