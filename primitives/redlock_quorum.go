@@ -121,10 +121,10 @@ func (r *redlock) noteReleased(token string, held []bool, errs []error, unknown 
 			}
 		}
 	}
-	by := rb.by
-	if len(by) != len(held) {
-		by = make([]bool, len(held))
-	}
+	// A new slice each time: a retry reads the one releasedBefore gave it
+	// without the lock, while another may note its own outcome.
+	by := make([]bool, len(held))
+	copy(by, rb.by)
 	for i := range held {
 		by[i] = by[i] || held[i] && errs[i] == nil
 	}

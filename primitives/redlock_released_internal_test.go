@@ -117,3 +117,33 @@ func TestRedlockRetryBesideTheBackgroundRetry(t *testing.T) {
 		t.Errorf("the caller's retry: %v, %v; want decided (3 of 5 released it across the tries)", held, err)
 	}
 }
+
+// TestRedlockReleasedReadWhileNoted: a retry reads what releasedBefore
+// gave it without the lock while another try of the same token notes its
+// outcome; under the race detector this fails if a note writes into the
+// slice a read was given.
+func TestRedlockReleasedReadWhileNoted(t *testing.T) {
+	r := &redlock{quorum: 2}
+	r.cfg.TTL = time.Second
+	errs := []error{nil, nil, nil}
+	r.noteReleased("a", []bool{true, false, false}, errs, true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			r.noteReleased("a", []bool{false, i%2 == 0, false}, errs, i%3 == 0)
+		}
+	}()
+	released := 0
+	for range 1000 {
+		for _, did := range r.releasedBefore("a") {
+			if did {
+				released++
+			}
+		}
+	}
+	<-done
+	if released < 1000 {
+		t.Errorf("the first try's instance was not counted on every read (%d of 1000)", released)
+	}
+}
