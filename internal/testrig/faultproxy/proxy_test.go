@@ -139,8 +139,6 @@ func TestLateCopyIncr(t *testing.T) {
 	}
 }
 
-// A pipeline of commands in one write: the one chosen in the middle runs
-// twice, and the replies reach the client in order.
 // A late copy whose caller gives up before the server answers: the
 // command reached the server, which runs it whatever its client does, so
 // the first run is still seen (Executed) and the copy still runs. The
@@ -172,6 +170,8 @@ return redis.call('INCR', KEYS[1])`
 	}
 }
 
+// A pipeline of commands in one write: the one chosen in the middle runs
+// twice, and the replies reach the client in order.
 func TestResendInPipeline(t *testing.T) {
 	srv := redistest.Start(t)
 	p := Start(t, srv.Addr)
