@@ -3,12 +3,12 @@ package faults_test
 import (
 	"context"
 	"errors"
-	"github.com/latchkit/latchkit/internal/keyspace"
 	"testing"
 	"time"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/testrig/clienttest"
 	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/internal/testrig/redistest"

@@ -27,9 +27,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/keyspace"
-	testdrivers "github.com/latchkit/latchkit/internal/testrig/drivers"
-
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
 	vk "github.com/valkey-io/valkey-go"
@@ -39,7 +36,9 @@ import (
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	lvalkey "github.com/latchkit/latchkit/backend/valkey"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	testdrivers "github.com/latchkit/latchkit/internal/testrig/drivers"
 	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/testrig/lane"
-
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/latchkit/latchkit/backend/goredis"
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/internal/testrig/redistest"
 	"github.com/latchkit/latchkit/primitives"
 )

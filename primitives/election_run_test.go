@@ -9,17 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/testrig/lane"
-
-	"github.com/latchkit/latchkit/internal/keyspace"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
 

@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/testrig/lane"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/internal/testrig/redistest"
 )
 

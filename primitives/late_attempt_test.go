@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/testrig/lane"
-
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend"
 	"github.com/latchkit/latchkit/internal/kit"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 )
 
 // recorder is a backend that keeps a copy of every Eval it runs while

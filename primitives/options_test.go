@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/latchkit/latchkit/internal/testrig/lane"
-
 	"github.com/latchkit/latchkit/primitives"
 )
 

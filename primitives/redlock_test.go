@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/testrig/lane"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	rd "github.com/redis/rueidis"
@@ -21,6 +19,7 @@ import (
 	lrueidis "github.com/latchkit/latchkit/backend/rueidis"
 	"github.com/latchkit/latchkit/internal/keyspace"
 	"github.com/latchkit/latchkit/internal/testrig/clienttest"
+	"github.com/latchkit/latchkit/internal/testrig/lane"
 	"github.com/latchkit/latchkit/primitives"
 )
 

@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchkit/latchkit/internal/keyspace"
-	"github.com/latchkit/latchkit/internal/kit"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/latchkit/latchkit"
 	"github.com/latchkit/latchkit/backend/goredis"
+	"github.com/latchkit/latchkit/internal/keyspace"
+	"github.com/latchkit/latchkit/internal/kit"
 	"github.com/latchkit/latchkit/internal/testrig/faultproxy"
 	"github.com/latchkit/latchkit/internal/testrig/lane"
 )
